@@ -1,0 +1,352 @@
+"""The env factory: one preprocessed 84x84 grayscale frame per agent step.
+
+An agent step repeats the action for `frame_skip` NES frames (one nes-py `step` is one frame),
+sums the rewards, and returns the pixel-wise max of the last two frames (the NES draws some sprites
+on alternate frames), converted to grayscale by nes-py itself and resized to `frame_size`. Frame
+stacking is not done here: a frame is produced, sent and stored once, and `common.stacking` builds
+stacks wherever they are needed.
+
+The game has no practical time limit, so an episode is truncated (not terminated) after
+`no_progress_steps` agent steps without a new maximum x position.
+
+Levels are either Super Mario Bros stages ("1-1" … "8-4") or Gymnasium ids (anything else, e.g.
+"tests.fakes:Corridor-v0"), so tests can run a small env with the same observation format.
+
+Envs in one process are built strictly one after another (`build_envs`): building NES emulators in
+parallel is what made the previous trainer hang. Each build is timed, logged, retried with backoff,
+and guarded by a watchdog that ends the process with a traceback instead of hanging.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import faulthandler
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import cv2
+import gymnasium as gym
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+ACTION_SETS: dict[str, list[list[str]]] = {
+    "right_only": [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"]],
+    "simple": [
+        ["NOOP"],
+        ["right"],
+        ["right", "A"],
+        ["right", "B"],
+        ["right", "A", "B"],
+        ["A"],
+        ["left"],
+    ],
+    "complex": [
+        ["NOOP"],
+        ["right"],
+        ["right", "A"],
+        ["right", "B"],
+        ["right", "A", "B"],
+        ["A"],
+        ["left"],
+        ["left", "A"],
+        ["left", "B"],
+        ["left", "A", "B"],
+        ["down"],
+        ["up"],
+    ],
+}
+_BUTTON_BITS = {
+    "right": 0b10000000,
+    "left": 0b01000000,
+    "down": 0b00100000,
+    "up": 0b00010000,
+    "B": 0b00000010,
+    "A": 0b00000001,
+    "NOOP": 0,
+}
+_STAGE = re.compile(r"^([1-8])-([1-4])$")
+
+# Exit status of a process whose env build overran its watchdog.
+WATCHDOG_EXIT_CODE = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """What an env is; actor and learner must agree on it (it travels in the registration)."""
+
+    level: str = "1-1"  # "W-S" Super Mario Bros stage, or a Gymnasium id
+    action_set: str = "simple"  # right_only | simple | complex (Mario only)
+    frame_skip: int = 4  # NES frames per agent step
+    frame_size: int = 84  # observation is frame_size x frame_size uint8
+    no_progress_steps: int = (
+        200  # truncate after this many agent steps without a new max x_pos; 0 = never
+    )
+    reward_scale: float = 1.0  # training reward = scale * (game reward + bonuses); 1 = off
+    reward_clip: float = 0.0  # clip the per-step training reward to ±reward_clip; 0 = off
+    flag_bonus: float = 0.0  # added on reaching the flag (the game's own +50 is clamped to 15)
+    death_penalty: float = 0.0  # subtracted on death (the game's own -25 is clamped to -15)
+
+    def problems(self) -> list[str]:
+        """Every invalid field, each as a sentence saying what to change."""
+        out = []
+        if not self.level:
+            out.append("level must be a stage like '1-1' or a Gymnasium id")
+        if self.is_mario and self.action_set not in ACTION_SETS:
+            out.append(f"action_set must be one of {sorted(ACTION_SETS)}, got {self.action_set!r}")
+        if self.frame_skip < 1:
+            out.append(f"frame_skip must be >= 1, got {self.frame_skip}")
+        if not 8 <= self.frame_size <= 256:
+            out.append(f"frame_size must be in [8, 256], got {self.frame_size}")
+        if self.no_progress_steps < 0:
+            out.append(f"no_progress_steps must be >= 0 (0 disables), got {self.no_progress_steps}")
+        if self.reward_scale <= 0:
+            out.append(f"reward_scale must be > 0, got {self.reward_scale}")
+        if self.reward_clip < 0:
+            out.append(f"reward_clip must be >= 0 (0 disables), got {self.reward_clip}")
+        return out
+
+    @property
+    def is_mario(self) -> bool:
+        return _STAGE.match(self.level) is not None
+
+    def to_wire(self) -> dict[str, str | int | float | bool]:
+        return dataclasses.asdict(self)
+
+
+class EpisodeSummary(NamedTuple):
+    """Reported once when an episode ends. `episode_return` is the game's own (unshaped) reward."""
+
+    level: str
+    episode_return: float
+    length: int  # agent steps
+    max_x: int
+    flag: bool
+    outcome: str  # flag | death | no_progress | other
+
+
+class Step(NamedTuple):
+    frame: np.ndarray  # [H, W] uint8, a view reused by the next step: copy it to keep it
+    reward: float  # training reward (shaped as configured)
+    terminated: bool  # death or flag: the discount is zero
+    truncated: bool  # no-progress cutoff or the env's own limit: bootstrap from `frame`
+    episode: EpisodeSummary | None  # set when terminated or truncated
+
+
+def _make_mario(world: int, stage: int) -> Any:
+    """The nes-py Super Mario Bros stage env, its info dict cut down to what training reads.
+
+    `_get_info` is NESEnv's subclass hook; the full dict costs ~5% of emulation time per frame.
+    Imported here so that processes without emulators (the learner) never load nes-py.
+    """
+    from gym_super_mario_bros import SuperMarioBrosEnv
+
+    class LeanSuperMarioBrosEnv(SuperMarioBrosEnv):
+        def _get_info(self) -> dict[str, Any]:
+            return {"x_pos": self._x_position, "flag_get": self._flag_get}
+
+    return LeanSuperMarioBrosEnv(target=(world, stage))
+
+
+class FrameEnv:
+    """One env: `reset() -> frame`, `step(action) -> Step`. Not thread-safe; one per thread."""
+
+    def __init__(self, spec: EnvSpec):
+        problems = spec.problems()
+        if problems:
+            raise ValueError("invalid env spec: " + "; ".join(problems))
+        self.spec = spec
+        size = spec.frame_size
+        self._out = np.zeros((size, size), np.uint8)
+        if spec.is_mario:
+            world, stage = (int(x) for x in spec.level.split("-"))
+            self._env = _make_mario(world, stage)
+            self._buttons = [
+                sum(_BUTTON_BITS[b] for b in combo) for combo in ACTION_SETS[spec.action_set]
+            ]
+            self.num_actions = len(self._buttons)
+            self._gray = [np.zeros((240, 256), np.uint8) for _ in range(2)]
+        else:
+            self._env = gym.make(spec.level, disable_env_checker=True)
+            space = self._env.action_space
+            if not isinstance(space, gym.spaces.Discrete):
+                raise ValueError(f"{spec.level}: action space must be Discrete, got {space}")
+            self.num_actions = int(space.n)
+            self._buttons = list(range(self.num_actions))
+            shape = self._env.observation_space.shape
+            self._gray = [np.zeros(shape[:2], np.uint8) for _ in range(2)]
+        self.frame_shape = (size, size)
+        self._obs: Any = None
+        self._new_episode()
+
+    def _new_episode(self) -> None:
+        self._return = 0.0
+        self._length = 0
+        self._max_x = 0
+        self._since_progress = 0
+
+    def _grab(self, into: np.ndarray) -> None:
+        """Full-resolution grayscale of the current frame into `into`."""
+        if self.spec.is_mario:
+            self._env.observation("grayscale", output=into)
+        elif self._obs.ndim == 3:
+            cv2.cvtColor(self._obs, cv2.COLOR_RGB2GRAY, dst=into)
+        else:
+            np.copyto(into, self._obs)
+
+    def _finish_frame(self, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+        if b is not None:
+            np.maximum(a, b, out=a)
+        if a.shape == self._out.shape:
+            np.copyto(self._out, a)
+        else:
+            cv2.resize(a, self.frame_shape, dst=self._out, interpolation=cv2.INTER_AREA)
+        return self._out
+
+    def reset(self) -> np.ndarray:
+        """Start an episode; returns its first frame (a reused view: copy it to keep it)."""
+        self._obs, info = self._env.reset()
+        self._new_episode()
+        self._max_x = int(info.get("x_pos", 0))
+        self._grab(self._gray[0])
+        return self._finish_frame(self._gray[0], None)
+
+    def step(self, action: int) -> Step:
+        button = self._buttons[action]
+        skip = self.spec.frame_skip
+        reward = 0.0
+        terminated = truncated = False
+        info: dict[str, Any] = {}
+        last = prev = None
+        for i in range(skip):
+            self._obs, r, terminated, truncated, info = self._env.step(button)
+            reward += r
+            done = terminated or truncated
+            if i >= skip - 2 or done:
+                prev, last = last, self._gray[i % 2]
+                self._grab(last)
+            if done:
+                break
+        frame = self._finish_frame(last, prev)
+        flag = bool(info.get("flag_get", False))
+        x = int(info.get("x_pos", 0))
+        self._return += reward
+        self._length += 1
+        if x > self._max_x:
+            self._max_x = x
+            self._since_progress = 0
+        else:
+            self._since_progress += 1
+        cutoff = self.spec.no_progress_steps
+        no_progress = cutoff > 0 and self._since_progress >= cutoff and not terminated
+        truncated = truncated or no_progress
+        shaped = reward
+        if terminated:
+            shaped += self.spec.flag_bonus if flag else -self.spec.death_penalty
+        shaped *= self.spec.reward_scale
+        if self.spec.reward_clip > 0:
+            shaped = max(-self.spec.reward_clip, min(self.spec.reward_clip, shaped))
+        episode = None
+        if terminated or truncated:
+            if terminated:
+                outcome = "flag" if flag else "death"
+            else:
+                outcome = "no_progress" if no_progress else "other"
+            episode = EpisodeSummary(
+                self.spec.level, self._return, self._length, self._max_x, flag, outcome
+            )
+        return Step(frame, shaped, terminated, truncated, episode)
+
+    def close(self) -> None:
+        self._env.close()
+
+
+@contextmanager
+def watchdog(timeout_s: float, what: str) -> Iterator[None]:
+    """End the process with WATCHDOG_EXIT_CODE and every thread's traceback if the block overruns.
+
+    A hung native call cannot be interrupted from Python, so a timer thread reports and exits;
+    faulthandler's C thread backs it up a few seconds later in case the hang holds the GIL.
+    """
+
+    def expire() -> None:
+        log.critical(
+            "%s did not finish within its %.0f s budget; exiting so a supervisor can restart "
+            "this process (raise the build timeout if this machine is just slow)",
+            what,
+            timeout_s,
+        )
+        faulthandler.dump_traceback(all_threads=True)
+        os._exit(WATCHDOG_EXIT_CODE)
+
+    timer = threading.Timer(timeout_s, expire)
+    timer.daemon = True
+    timer.start()
+    faulthandler.dump_traceback_later(timeout_s + 5.0, exit=True)
+    try:
+        yield
+    finally:
+        timer.cancel()
+        faulthandler.cancel_dump_traceback_later()
+
+
+class EnvBuildError(RuntimeError):
+    """An env could not be built after all retries."""
+
+
+def build_envs(
+    spec: EnvSpec,
+    count: int,
+    *,
+    timeout_s: float = 60.0,
+    retries: int = 2,
+    backoff_s: float = 0.5,
+) -> list[FrameEnv]:
+    """Build `count` envs one after another, each reset once, timed and logged.
+
+    A build that raises is retried `retries` times with exponential backoff, then EnvBuildError;
+    a build (or reset) that takes longer than `timeout_s` ends the process (see `watchdog`).
+    """
+    envs: list[FrameEnv] = []
+    for i in range(count):
+        for attempt in range(retries + 1):
+            start = time.perf_counter()
+            try:
+                with watchdog(timeout_s, f"building env {i} ({spec.level})"):
+                    env = FrameEnv(spec)
+                    env.reset()
+            except ValueError:
+                raise  # a bad spec does not get better by retrying
+            except Exception as exc:
+                if attempt == retries:
+                    raise EnvBuildError(
+                        f"could not build env {i} for level {spec.level!r} after "
+                        f"{retries + 1} attempts: {type(exc).__name__}: {exc}"
+                    ) from exc
+                wait = backoff_s * 2**attempt
+                log.warning(
+                    "env %d build attempt %d failed (%s: %s); retrying in %.1f s",
+                    i,
+                    attempt + 1,
+                    type(exc).__name__,
+                    exc,
+                    wait,
+                )
+                time.sleep(wait)
+                continue
+            log.info(
+                "built env %d/%d (%s) in %.2f s",
+                i + 1,
+                count,
+                spec.level,
+                time.perf_counter() - start,
+            )
+            envs.append(env)
+            break
+    return envs

@@ -1,0 +1,129 @@
+"""The actor-critic network shared by actor (CPU inference) and learner (training).
+
+Input: uint8 stacked frames [B, S, H, W] (S = 4, H = W = 84). Output: policy logits [B, A] and
+state value [B]. Two trunks:
+
+- "nature" (default): the Nature-DQN CNN (Mnih et al. 2015: 32-8/4, 64-4/2, 64-3/1, FC 512).
+  Cheap enough for batched inference on an actor's single CPU thread.
+- "resnet": the IMPALA deep ResNet (Espeholt et al. 2018, Fig. 3: sections of 16, 32, 32 channels,
+  each a conv, a 3x3/2 max-pool and two residual blocks, then FC 256). About 13x the CPU cost per
+  observation, so it is meant for learner-heavy configs with actors that have CPU to spare.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+ARCHS = ("nature", "resnet")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """What the network is; actor, learner and checkpoints must agree on it."""
+
+    arch: str = "nature"  # nature | resnet
+    num_actions: int = 7
+    stack: int = 4
+    frame_size: int = 84
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.arch not in ARCHS:
+            out.append(f"arch must be one of {list(ARCHS)}, got {self.arch!r}")
+        if self.num_actions < 1:
+            out.append(f"num_actions must be >= 1, got {self.num_actions}")
+        if self.stack < 1:
+            out.append(f"stack must be >= 1, got {self.stack}")
+        if self.frame_size < 36:
+            out.append(f"frame_size must be >= 36 for the conv trunk, got {self.frame_size}")
+        return out
+
+    def to_wire(self) -> dict[str, str | int | float | bool]:
+        return dataclasses.asdict(self)
+
+
+class PolicyOutput(NamedTuple):
+    logits: torch.Tensor  # [B, A]
+    value: torch.Tensor  # [B]
+
+
+class _NatureTrunk(nn.Module):
+    def __init__(self, stack: int, size: int):
+        super().__init__()
+        self.convs = nn.Sequential(
+            nn.Conv2d(stack, 32, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, stack, size, size)).shape[1]
+        self.fc = nn.Linear(flat, 512)
+        self.out_features = 512
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.fc(self.convs(x)))
+
+
+class _ResidualBlock(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv1(F.relu(self.conv0(F.relu(x))))
+
+
+class _ResNetTrunk(nn.Module):
+    def __init__(self, stack: int, size: int, channels: tuple[int, ...] = (16, 32, 32)):
+        super().__init__()
+        layers: list[nn.Module] = []
+        inp = stack
+        for ch in channels:
+            layers += [
+                nn.Conv2d(inp, ch, 3, padding=1),
+                nn.MaxPool2d(3, stride=2, padding=1),
+                _ResidualBlock(ch),
+                _ResidualBlock(ch),
+            ]
+            inp = ch
+        layers += [nn.ReLU(), nn.Flatten()]
+        self.convs = nn.Sequential(*layers)
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, stack, size, size)).shape[1]
+        self.fc = nn.Linear(flat, 256)
+        self.out_features = 256
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.fc(self.convs(x)))
+
+
+class ActorCritic(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        problems = spec.problems()
+        if problems:
+            raise ValueError("invalid model spec: " + "; ".join(problems))
+        self.spec = spec
+        trunk_cls = _NatureTrunk if spec.arch == "nature" else _ResNetTrunk
+        self.trunk = trunk_cls(spec.stack, spec.frame_size)
+        self.policy = nn.Linear(self.trunk.out_features, spec.num_actions)
+        self.value = nn.Linear(self.trunk.out_features, 1)
+
+    def forward(self, frames: torch.Tensor) -> PolicyOutput:
+        """frames: [B, S, H, W] uint8 (or float already in [0, 1])."""
+        if frames.dtype == torch.uint8:
+            x = frames.float() * (1.0 / 255.0)
+        else:
+            x = frames.float()
+        h = self.trunk(x)  # [B, F]
+        return PolicyOutput(self.policy(h), self.value(h).squeeze(-1))

@@ -1,0 +1,149 @@
+"""The env factory against the raw nes-py env, plus the builder's retry and watchdog."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import cv2
+import numpy as np
+import pytest
+
+from common.env import (
+    ACTION_SETS,
+    WATCHDOG_EXIT_CODE,
+    EnvBuildError,
+    EnvSpec,
+    FrameEnv,
+    build_envs,
+)
+
+CORRIDOR = "tests.fakes:Corridor-v0"
+
+
+def test_mario_frame_is_84x84_uint8():
+    env = FrameEnv(EnvSpec())
+    frame = env.reset()
+    assert frame.shape == (84, 84) and frame.dtype == np.uint8
+    assert env.num_actions == len(ACTION_SETS["simple"])
+    step = env.step(1)
+    assert step.frame.shape == (84, 84) and step.frame.dtype == np.uint8
+    assert 20 < step.frame.mean() < 235  # a real picture, not a blank buffer
+
+
+@pytest.mark.parametrize("action_set,n", [("right_only", 5), ("simple", 7), ("complex", 12)])
+def test_action_sets(action_set, n):
+    assert FrameEnv(EnvSpec(action_set=action_set)).num_actions == n
+
+
+def test_frame_skip_sums_rewards_and_maxes_last_two_frames():
+    """Four raw frames with the same buttons give the factory's reward sum and max-pooled frame."""
+    from gym_super_mario_bros import SuperMarioBrosEnv
+
+    raw = SuperMarioBrosEnv(target=(1, 1))
+    raw.reset()
+    env = FrameEnv(EnvSpec(no_progress_steps=0))
+    env.reset()
+    right_a = 0b10000001  # SIMPLE_MOVEMENT action 2 = right + A
+    total_nonzero = 0
+    for _ in range(60):
+        step = env.step(2)
+        rewards, grays = [], []
+        for _ in range(4):
+            _, r, terminated, truncated, _ = raw.step(right_a)
+            rewards.append(r)
+            grays.append(raw.observation("grayscale").copy())
+            if terminated or truncated:
+                break
+        expected = cv2.resize(
+            np.maximum(grays[-2], grays[-1]), (84, 84), interpolation=cv2.INTER_AREA
+        )
+        assert step.reward == pytest.approx(sum(rewards))
+        np.testing.assert_array_equal(step.frame, expected)
+        total_nonzero += sum(r != 0 for r in rewards)
+        assert step.terminated == terminated
+        if terminated:
+            break
+    assert total_nonzero > 10  # the agent moved, so the sums were not trivially zero
+
+
+def test_no_progress_cutoff_truncates():
+    env = FrameEnv(EnvSpec(no_progress_steps=10))
+    env.reset()
+    steps = [env.step(0) for _ in range(10)]  # NOOP: Mario stands still
+    assert not any(s.truncated for s in steps[:-1])
+    last = steps[-1]
+    assert last.truncated and not last.terminated
+    assert last.episode is not None and last.episode.outcome == "no_progress"
+    assert last.episode.length == 10 and not last.episode.flag
+
+
+def test_shaping_is_off_by_default_and_scales_when_set():
+    plain, scaled = FrameEnv(EnvSpec()), FrameEnv(EnvSpec(reward_scale=0.1, reward_clip=0.5))
+    plain.reset(), scaled.reset()
+    for _ in range(30):
+        a, b = plain.step(1), scaled.step(1)
+        assert b.reward == pytest.approx(max(-0.5, min(0.5, 0.1 * a.reward)))
+    # Episode returns stay the game's own, whatever the shaping.
+    assert plain._return == pytest.approx(scaled._return)
+
+
+def test_episode_summary_on_gym_env():
+    env = FrameEnv(EnvSpec(level=CORRIDOR, frame_skip=1))
+    env.reset()
+    for _ in range(env._env.unwrapped.half):
+        step = env.step(1 if env._env.unwrapped.goal > 0 else 6)
+    assert step.terminated and step.episode.outcome == "flag" and step.episode.flag
+    assert step.episode.episode_return == pytest.approx(1.8)
+
+
+def test_bad_spec_lists_every_problem():
+    with pytest.raises(ValueError) as err:
+        FrameEnv(EnvSpec(action_set="all", frame_skip=0, reward_scale=0))
+    msg = str(err.value)
+    assert "action_set" in msg and "frame_skip" in msg and "reward_scale" in msg
+
+
+@pytest.mark.slow
+def test_100_mario_envs_built_one_after_another():
+    start = time.perf_counter()
+    envs = build_envs(EnvSpec(), 100, timeout_s=60)
+    assert len(envs) == 100
+    for env in envs:
+        frame = env.reset()
+        assert frame.shape == (84, 84) and frame.dtype == np.uint8
+        env.close()
+    assert time.perf_counter() - start < 600
+
+
+def test_build_retries_then_succeeds(monkeypatch):
+    import tests.fakes as fakes
+
+    monkeypatch.setenv("FLAKY_FAILURES", "2")
+    monkeypatch.setattr(fakes.FlakyBuild, "built", 0)
+    envs = build_envs(EnvSpec(level="tests.fakes:FlakyBuild-v0"), 1, retries=2, backoff_s=0.01)
+    assert len(envs) == 1 and fakes.FlakyBuild.built == 3
+
+
+def test_build_gives_up_with_a_clear_error(monkeypatch):
+    import tests.fakes as fakes
+
+    monkeypatch.setenv("FLAKY_FAILURES", "5")
+    monkeypatch.setattr(fakes.FlakyBuild, "built", 0)
+    with pytest.raises(EnvBuildError, match=r"after 2 attempts: RuntimeError: flaky build #2"):
+        build_envs(EnvSpec(level="tests.fakes:FlakyBuild-v0"), 1, retries=1, backoff_s=0.01)
+
+
+def test_watchdog_turns_a_hung_build_into_a_nonzero_exit():
+    code = (
+        "import logging; logging.basicConfig()\n"
+        "from common.env import EnvSpec, build_envs\n"
+        "build_envs(EnvSpec(level='tests.fakes:HangingBuild-v0'), 1, timeout_s=2)\n"
+    )
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == WATCHDOG_EXIT_CODE
+    assert time.perf_counter() - start < 30
+    assert "building env 0 (tests.fakes:HangingBuild-v0) did not finish within" in proc.stderr
+    assert "time.sleep" in proc.stderr or "fakes.py" in proc.stderr  # where it hung

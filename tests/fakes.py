@@ -1,0 +1,93 @@
+"""Shared fakes: small Gymnasium envs with Mario's observation format (84x84 uint8 frames).
+
+Referenced by Gymnasium id with the module prefix, e.g. EnvSpec(level="tests.fakes:Corridor-v0"),
+so actor processes started by tests import this module themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import gymnasium as gym
+import numpy as np
+
+SIZE = 84
+
+
+class Corridor(gym.Env):
+    """A corridor with a goal at one end, shown in the image; reaching the other end is death.
+
+    Each episode the goal is on the left or the right (random). The agent starts in the middle.
+    Action 1 moves right, action 6 moves left (as in SIMPLE_MOVEMENT), the rest stay. Reward: 0.1
+    for each new closest distance to the goal, +1 at the goal. A random policy rarely gets there
+    within the step limit; a policy that reads the cue gets ~2 in `half` steps.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, half: int = 8, max_steps: int = 60):
+        self.half = half
+        self.max_steps = max_steps
+        self.action_space = gym.spaces.Discrete(7)
+        self.observation_space = gym.spaces.Box(0, 255, (SIZE, SIZE), np.uint8)
+        self._frame = np.zeros((SIZE, SIZE), np.uint8)
+
+    def _render(self) -> np.ndarray:
+        f = self._frame
+        f[:] = 0
+        cue = slice(0, SIZE // 2) if self.goal < 0 else slice(SIZE // 2, SIZE)
+        f[:12, cue] = 255  # the goal side, lit across the top
+        col = int((self.pos + self.half) / (2 * self.half) * (SIZE - 8))
+        f[30:70, col : col + 8] = 160  # the agent
+        return f
+
+    def _info(self) -> dict:
+        return {"x_pos": self.best, "flag_get": self.pos == self.goal * self.half}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.goal = 1 if self.np_random.random() < 0.5 else -1
+        self.pos = 0
+        self.best = 0
+        self.steps = 0
+        return self._render(), self._info()
+
+    def step(self, action):
+        self.pos += {1: 1, 6: -1}.get(int(action), 0)
+        self.steps += 1
+        progress = self.pos * self.goal
+        reward = 0.0
+        if progress > self.best:
+            reward += 0.1 * (progress - self.best)
+            self.best = progress
+        won = progress >= self.half
+        lost = progress <= -self.half
+        if won:
+            reward += 1.0
+        truncated = self.steps >= self.max_steps and not (won or lost)
+        return self._render(), reward, won or lost, truncated, self._info()
+
+
+class HangingBuild(gym.Env):
+    """An env whose construction never finishes (a stand-in for a wedged emulator)."""
+
+    def __init__(self):
+        time.sleep(3600)
+
+
+class FlakyBuild(Corridor):
+    """Fails the first `FLAKY_FAILURES` constructions in this process (env var, default 2)."""
+
+    built = 0
+
+    def __init__(self):
+        FlakyBuild.built += 1
+        if FlakyBuild.built <= int(os.environ.get("FLAKY_FAILURES", "2")):
+            raise RuntimeError(f"flaky build #{FlakyBuild.built}")
+        super().__init__()
+
+
+gym.register("Corridor-v0", entry_point=Corridor)
+gym.register("HangingBuild-v0", entry_point=HangingBuild)
+gym.register("FlakyBuild-v0", entry_point=FlakyBuild)
