@@ -1,0 +1,310 @@
+"""Validation for `common.wire`: every check raises ProtocolError naming the offending field.
+
+Kept apart so that wire.py reads as the format itself; import from common.wire, not from here.
+"""
+
+import math
+from collections.abc import Buffer, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from common.wire import Limits
+
+MAX_STR_CHARS = 4096
+MAX_NAME_CHARS = 200
+MAX_SPEC_KEYS = 256
+# Wire dtype names; the bytes are always little-endian.
+WIRE_DTYPES = {
+    "bool": np.dtype("?"),
+    "uint8": np.dtype("u1"),
+    "int32": np.dtype("<i4"),
+    "float16": np.dtype("<f2"),
+    "float32": np.dtype("<f4"),
+}
+WIRE_DTYPE_NAMES = {dt.str: name for name, dt in WIRE_DTYPES.items()}
+MAX_NDIM = 16
+_INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
+
+
+class ProtocolError(ValueError):
+    """A message is malformed, speaks another protocol version or breaks a size limit."""
+
+    __module__ = "common.wire"  # its public home
+
+
+def check_int(where: str, value: object, *, lo: int = 0, hi: int = _INT64_MAX) -> int:
+    # type() rather than isinstance(): bool is an int subclass and must not pass as one.
+    if type(value) is not int:
+        raise ProtocolError(f"{where} must be an int, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ProtocolError(f"{where}={value} is out of range [{lo}, {hi}]")
+    return value
+
+
+def check_float(where: str, value: object) -> float:
+    """A finite float; ints are accepted and converted (msgpack keeps 0 and 0.0 apart)."""
+    if type(value) not in (int, float):
+        raise ProtocolError(f"{where} must be a float, got {type(value).__name__}")
+    if type(value) is int and not _INT64_MIN <= value <= _UINT64_MAX:
+        raise ProtocolError(f"{where}={value} is out of range")
+    number = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(number):
+        raise ProtocolError(f"{where} must be finite, got {number}")
+    return number
+
+
+def check_str(
+    where: str, value: object, *, max_len: int = MAX_STR_CHARS, nonempty: bool = False
+) -> str:
+    if type(value) is not str:
+        raise ProtocolError(f"{where} must be a str, got {type(value).__name__}")
+    if len(value) > max_len:
+        raise ProtocolError(f"{where} is {len(value)} chars, over the limit of {max_len}")
+    if nonempty and not value:
+        raise ProtocolError(f"{where} must not be empty")
+    return value
+
+
+def check_bool(where: str, value: object) -> bool:
+    if type(value) is not bool:
+        raise ProtocolError(f"{where} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def check_spec(where: str, value: object) -> None:
+    """A flat map of str keys to str, int, float (finite) or bool values."""
+    if type(value) is not dict:
+        raise ProtocolError(f"{where} must be a flat map, got {type(value).__name__}")
+    if len(value) > MAX_SPEC_KEYS:
+        raise ProtocolError(f"{where} has {len(value)} keys, over the limit of {MAX_SPEC_KEYS}")
+    for key, item in value.items():
+        check_str(f"{where} key", key, max_len=MAX_NAME_CHARS, nonempty=True)
+        item_where = f"{where}[{key!r}]"
+        if type(item) is str:
+            check_str(item_where, item)
+        elif type(item) is int:
+            check_int(item_where, item, lo=_INT64_MIN, hi=_UINT64_MAX)
+        elif type(item) is float:
+            check_float(item_where, item)
+        elif type(item) is not bool:
+            raise ProtocolError(
+                f"{item_where} must be a str, int, float or bool, got {type(item).__name__}"
+            )
+
+
+def exact_keys(where: str, mapping: dict, expected: frozenset[str]) -> None:
+    missing = sorted(expected - mapping.keys())
+    extra = sorted(repr(k)[:60] for k in mapping.keys() - expected)
+    if missing or extra:
+        raise ProtocolError(f"{where}: missing {missing}, unexpected [{', '.join(extra)}]")
+
+
+def check_tensors(where: str, tensors: object, *, allowed: tuple[str, ...]) -> None:
+    if type(tensors) is not dict:
+        raise ProtocolError(f"{where} must be a dict of name -> array")
+    for name, tensor in tensors.items():
+        check_str(f"{where} name", name, max_len=MAX_NAME_CHARS, nonempty=True)
+        if not isinstance(tensor, np.ndarray) or tensor.dtype.str not in allowed:
+            got = tensor.dtype if isinstance(tensor, np.ndarray) else type(tensor).__name__
+            raise ProtocolError(f"{where}[{name!r}] must be a float32 or float16 array, got {got}")
+
+
+def values_equal(x: object, y: object) -> bool:
+    """Equality that compares arrays by dtype, shape and contents (and dicts in order)."""
+    if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+        return (
+            isinstance(x, np.ndarray)
+            and isinstance(y, np.ndarray)
+            and x.dtype == y.dtype
+            and x.shape == y.shape
+            and bool(np.array_equal(x, y))
+        )
+    if isinstance(x, dict) and isinstance(y, dict):
+        return list(x) == list(y) and all(values_equal(x[k], y[k]) for k in x)
+    return x == y
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunk arrays: shapes, then the invariants the learner relies on
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_array(where: str, a: object, dtype_str: str, shape: tuple[int | None, ...]) -> None:
+    """`shape` holds the expected size of each dimension, None where any size >= 1 fits."""
+    if not isinstance(a, np.ndarray):
+        raise ProtocolError(f"{where} must be a numpy array, got {type(a).__name__}")
+    if a.dtype.str != dtype_str:
+        raise ProtocolError(f"{where} must have dtype {np.dtype(dtype_str)}, got {a.dtype}")
+    if a.ndim != len(shape) or any(
+        (d < 1) if want is None else (d != want) for d, want in zip(a.shape, shape, strict=False)
+    ):
+        expected = ", ".join("?" if want is None else str(want) for want in shape)
+        raise ProtocolError(f"{where} has shape {list(a.shape)}, expected [{expected}]")
+    if dtype_str == "|b1" and a.size and a.view(np.uint8).max() > 1:
+        raise ProtocolError(f"{where} holds bytes other than 0 and 1")
+
+
+def check_chunk_arrays(arrays: dict[str, np.ndarray], dtypes: dict[str, str]) -> None:
+    """Shapes consistent with frames [T+4, K, H, W] and logits [T, K, A]; then the semantics."""
+    frames = arrays["frames"]
+    _check_array("chunk.frames", frames, dtypes["frames"], (None, None, None, None))
+    if frames.shape[0] < 5:
+        raise ProtocolError(f"chunk.frames has shape {list(frames.shape)}; need T+4 >= 5 frames")
+    t4, k, h, w = frames.shape
+    t = t4 - 4
+    _check_array("chunk.logits", arrays["logits"], dtypes["logits"], (t, k, None))
+    num_actions = arrays["logits"].shape[2]
+    expected: dict[str, tuple[int | None, ...]] = {
+        "first": (t4, k),
+        "actions": (t, k),
+        "rewards": (t, k),
+        "terminated": (t, k),
+        "truncated": (t, k),
+    }
+    for name, shape in expected.items():
+        _check_array(f"chunk.{name}", arrays[name], dtypes[name], shape)
+    terminated, truncated = arrays["terminated"], arrays["truncated"]
+    n = int(truncated.sum())
+    _check_array("chunk.final_frames", arrays["final_frames"], dtypes["final_frames"], (n, h, w))
+    _check_array("chunk.final_index", arrays["final_index"], dtypes["final_index"], (n, 2))
+
+    both = terminated & truncated
+    if both.any():
+        step, env = np.argwhere(both)[0]
+        raise ProtocolError(
+            f"chunk.terminated and chunk.truncated are both set at (t={step}, k={env})"
+        )
+    # frames[3+t+1] starts an episode exactly when step t ended one.
+    mismatch = arrays["first"][4:] != (terminated | truncated)
+    if mismatch.any():
+        step, env = np.argwhere(mismatch)[0]
+        raise ProtocolError(
+            f"chunk.first[{4 + step}, {env}] must equal terminated[{step}, {env}] | "
+            f"truncated[{step}, {env}]: the frame after a step starts an episode iff the step "
+            "ended one"
+        )
+    for name in ("rewards", "logits"):
+        if not np.isfinite(arrays[name]).all():
+            raise ProtocolError(f"chunk.{name} holds NaN or inf")
+    if arrays["actions"].max() >= num_actions:
+        raise ProtocolError(
+            f"chunk.actions holds {arrays['actions'].max()}, not below num_actions={num_actions}"
+        )
+    if n:
+        _check_final_index(arrays["final_index"], truncated)
+
+
+def _check_final_index(final_index: np.ndarray, truncated: np.ndarray) -> None:
+    t, k = truncated.shape
+    steps, envs = final_index[:, 0].astype(np.int64), final_index[:, 1].astype(np.int64)
+    in_range = (steps >= 0) & (steps < t) & (envs >= 0) & (envs < k)
+    if not in_range.all():
+        row = int(np.argmin(in_range))
+        raise ProtocolError(
+            f"chunk.final_index[{row}] = {final_index[row].tolist()} is outside [0, {t}) x [0, {k})"
+        )
+    points_at_truncated = truncated[steps, envs]
+    if not points_at_truncated.all():
+        row = int(np.argmin(points_at_truncated))
+        raise ProtocolError(
+            f"chunk.final_index[{row}] = {final_index[row].tolist()} is not a truncated step"
+        )
+    if np.unique(steps * k + envs).size != steps.size:
+        raise ProtocolError("chunk.final_index has duplicate rows")
+
+
+# ---------------------------------------------------------------------------------------------
+# Array frames
+# ---------------------------------------------------------------------------------------------
+
+
+def decode_arrays(
+    kind: str,
+    specs: object,
+    frames: Sequence[Buffer],
+    limits: "Limits",
+    fixed: dict[str, str] | None,
+) -> dict[str, np.ndarray]:
+    """Array frames as read-only views; `fixed` maps each required name to its dtype."""
+    if type(specs) is not list:
+        raise ProtocolError(f"{kind} header 'a' must be a list, got {type(specs).__name__}")
+    if kind not in ("chunk", "weights") and specs:
+        raise ProtocolError(f"{kind} carries no arrays, but the header declares {len(specs)}")
+    if len(specs) > limits.max_arrays:
+        raise ProtocolError(
+            f"{kind} declares {len(specs)} arrays, over max_arrays={limits.max_arrays}"
+        )
+    if len(frames) != 1 + len(specs):
+        raise ProtocolError(
+            f"{kind} header declares {len(specs)} arrays, so expected {1 + len(specs)} frames, "
+            f"got {len(frames)}"
+        )
+    arrays: dict[str, np.ndarray] = {}
+    total_bytes = 0
+    for i, spec in enumerate(specs):
+        if type(spec) is not list or len(spec) != 3:
+            raise ProtocolError(f"{kind} array #{i} must be [name, dtype, shape], got {spec!r:.80}")
+        name, dtype_name, shape = spec
+        check_str(f"{kind} array #{i} name", name, max_len=MAX_NAME_CHARS, nonempty=True)
+        where = f"{kind}.{name}" if fixed is not None else f"{kind}.tensors[{name!r}]"
+        if name in arrays:
+            raise ProtocolError(f"{where} appears twice")
+        if fixed is not None and name not in fixed:
+            raise ProtocolError(f"{where} is not a {kind} array; expected {sorted(fixed)}")
+        allowed = (fixed[name],) if fixed is not None else ("float32", "float16")
+        if type(dtype_name) is not str or dtype_name not in allowed:
+            raise ProtocolError(f"{where} dtype {dtype_name!r:.40} not allowed; expected {allowed}")
+        dims = check_shape(where, shape, limits)
+        dtype = WIRE_DTYPES[dtype_name]
+        size_bytes = math.prod(dims) * dtype.itemsize
+        if size_bytes > limits.max_array_bytes:
+            raise ProtocolError(
+                f"{where} shape {list(dims)} is {size_bytes} bytes, "
+                f"over max_array_bytes={limits.max_array_bytes}"
+            )
+        total_bytes += size_bytes
+        if total_bytes > limits.max_total_bytes:
+            raise ProtocolError(
+                f"{kind} arrays total over max_total_bytes={limits.max_total_bytes} at {where}"
+            )
+        buf = byte_view(frames[1 + i], f"{where} frame")
+        if buf.nbytes != size_bytes:
+            raise ProtocolError(
+                f"{where} frame is {buf.nbytes} bytes, but shape {list(dims)} of {dtype_name} "
+                f"needs {size_bytes}"
+            )
+        array = np.frombuffer(buf, dtype=dtype).reshape(dims)
+        array.flags.writeable = False
+        arrays[name] = array
+    if fixed is not None and len(arrays) != len(fixed):
+        raise ProtocolError(f"{kind} is missing arrays {sorted(set(fixed) - set(arrays))}")
+    return arrays
+
+
+def check_shape(where: str, shape: object, limits: "Limits") -> tuple[int, ...]:
+    if type(shape) is not list or len(shape) > MAX_NDIM:
+        raise ProtocolError(f"{where} shape must be a list of at most {MAX_NDIM} ints")
+    for d in shape:
+        if type(d) is not int or not 0 <= d <= limits.max_dim:
+            raise ProtocolError(
+                f"{where} shape {shape!r:.80} has dimension {d!r:.40}; "
+                f"each must be an int in [0, max_dim={limits.max_dim}]"
+            )
+    return tuple(shape)
+
+
+def byte_view(frame: object, what: str) -> memoryview:
+    """A flat unsigned-byte view of any C-contiguous buffer, without copying."""
+    try:
+        view = memoryview(frame)  # type: ignore[arg-type]
+        if not view.c_contiguous:
+            raise ProtocolError(f"{what} is not a contiguous buffer")
+        if view.ndim != 1 or view.format != "B":
+            view = view.cast("B")
+    except (TypeError, ValueError) as e:
+        if isinstance(e, ProtocolError):
+            raise
+        raise ProtocolError(f"{what} is not a bytes-like buffer ({type(frame).__name__})") from e
+    return view

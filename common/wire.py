@@ -1,0 +1,423 @@
+"""The wire format shared by actors and the learner: message types, `encode`, `decode`.
+
+A message is a list of frames: one small msgpack header, then one raw buffer per array.
+
+    frame 0     msgpack map {"v": PROTOCOL_VERSION, "type": str, "f": {field: value, ...},
+                             "a": [[name, dtype, shape], ...]}
+    frame 1+i   the C-contiguous little-endian bytes of array a[i]: prod(shape) * itemsize bytes
+
+Nothing is pickled: the header holds only msgpack scalars, lists and maps, and arrays travel as
+their raw bytes, so a corrupt or hostile peer can at worst make `decode` raise `ProtocolError`.
+This module never touches sockets: the transport only moves the frames.
+
+Chunk layout, time-major (T = unroll length, K = envs in the actor, H x W = frame size):
+
+    frames[0:3]         the 3 frames before step 0, history for the frame stack   # [T+4, K, H, W]
+    step t:             frames[3+t] seen -> actions[t] taken -> rewards[t],
+                        terminated[t] | truncated[t] -> frames[3+t+1] next observation
+    frames[3+T]         never acted on: it only bootstraps the value at the chunk boundary
+    first[i]            frames[i] starts an episode, so a stack never mixes two episodes;
+                        first[3+t+1] == terminated[t] | truncated[t] for every step t
+    final_frames[j]     the real observation after truncated step final_index[j] = (t, k):
+                        frames[3+t+1, k] is already the next episode's reset frame
+
+Truncation (no-progress cutoff) is not termination: only `terminated` zeroes the discount.
+
+Decoded arrays are read-only, zero-copy views of the received frames (possibly unaligned): copy
+them (`np.array(x)`, `torch.tensor(x)`) to mutate them or move them to pinned memory. Every
+message validates itself on construction, so the sender fails as early as the receiver would.
+"""
+
+import dataclasses
+from collections.abc import Buffer, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import msgpack
+import numpy as np
+
+from common._wire_checks import (
+    WIRE_DTYPE_NAMES,
+    WIRE_DTYPES,
+    ProtocolError,
+    byte_view,
+    check_bool,
+    check_chunk_arrays,
+    check_float,
+    check_int,
+    check_spec,
+    check_str,
+    check_tensors,
+    decode_arrays,
+    exact_keys,
+    values_equal,
+)
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "PROTOCOL_VERSION",
+    "Chunk",
+    "Credit",
+    "EpisodeStats",
+    "Heartbeat",
+    "Limits",
+    "Message",
+    "ProtocolError",
+    "Refuse",
+    "Register",
+    "Weights",
+    "WeightsRequest",
+    "decode",
+    "encode",
+]
+
+PROTOCOL_VERSION = 1
+
+_OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Size limits `decode` enforces before it builds anything from a frame."""
+
+    max_header_bytes: int = 64 * 1024  # msgpack header frame
+    max_array_bytes: int = 256 * 1024 * 1024  # any single array frame
+    max_total_bytes: int = 512 * 1024 * 1024  # all array frames of one message
+    max_arrays: int = 64  # array frames in one message (weights: tensors in the model)
+    max_dim: int = 1 << 24  # any single dimension of an array
+    max_episodes_per_chunk: int = 4096  # EpisodeStats in one chunk header
+
+
+DEFAULT_LIMITS = Limits()
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Register:
+    """actor -> learner: first message of an actor process; the learner answers Credit or Refuse."""
+
+    TYPE: ClassVar[str] = "register"
+    run_id: str
+    actor_id: int  # >= 0
+    instance_id: str  # random per actor process start: tells a restarted actor apart
+    env_spec: dict[str, str | int | float | bool]  # flat
+    model_spec: dict[str, str | int | float | bool]  # flat
+    num_envs: int  # K >= 1
+    unroll_length: int  # T >= 1
+
+    def __post_init__(self) -> None:
+        check_str("register.run_id", self.run_id, nonempty=True)
+        check_int("register.actor_id", self.actor_id)
+        check_str("register.instance_id", self.instance_id, nonempty=True)
+        check_spec("register.env_spec", self.env_spec)
+        check_spec("register.model_spec", self.model_spec)
+        check_int("register.num_envs", self.num_envs, lo=1)
+        check_int("register.unroll_length", self.unroll_length, lo=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Credit:
+    """learner -> actor: grants send credits; also acknowledges an accepted chunk."""
+
+    TYPE: ClassVar[str] = "credit"
+    credits: int  # >= 0
+    policy_version: int  # >= 0, the learner's current version
+
+    def __post_init__(self) -> None:
+        check_int("credit.credits", self.credits)
+        check_int("credit.policy_version", self.policy_version)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refuse:
+    """learner -> actor: a registration or chunk was refused."""
+
+    TYPE: ClassVar[str] = "refuse"
+    reason: str
+    fatal: bool  # the actor must exit (e.g. spec mismatch); otherwise it may retry
+
+    def __post_init__(self) -> None:
+        check_str("refuse.reason", self.reason)
+        check_bool("refuse.fatal", self.fatal)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Heartbeat:
+    """Both ways: I am alive, at this policy version."""
+
+    TYPE: ClassVar[str] = "heartbeat"
+    sent_time: float  # sender's time.time(), seconds
+    policy_version: int  # >= 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sent_time", check_float("heartbeat.sent_time", self.sent_time))
+        check_int("heartbeat.policy_version", self.policy_version)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightsRequest:
+    """actor -> learner: send me the current weights (PUB/SUB drops what came before joining)."""
+
+    TYPE: ClassVar[str] = "weights_request"
+    have_version: int  # -1 = none yet
+
+    def __post_init__(self) -> None:
+        check_int("weights_request.have_version", self.have_version, lo=-1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Weights:
+    """learner -> actor: the policy's tensors at one version, in the model's order."""
+
+    TYPE: ClassVar[str] = "weights"
+    policy_version: int  # >= 0
+    tensors: dict[str, np.ndarray] = field(repr=False)  # name -> float32 or float16, any shape
+    model_spec: dict[str, str | int | float | bool]  # flat
+
+    def __post_init__(self) -> None:
+        check_int("weights.policy_version", self.policy_version)
+        check_tensors("weights.tensors", self.tensors, allowed=("<f4", "<f2"))
+        check_spec("weights.model_spec", self.model_spec)
+
+    def __eq__(self, other: object) -> bool:
+        return _messages_equal(self, other)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpisodeStats:
+    """One finished episode, reported in the chunk where it ended."""
+
+    level: str
+    episode_return: float
+    length: int  # agent steps, >= 1
+    max_x: int  # furthest x position reached, >= 0
+    flag: bool  # reached the flag
+    outcome: str  # "flag" | "death" | "no_progress" | "other"
+
+    def __post_init__(self) -> None:
+        check_str("episode.level", self.level, nonempty=True)
+        ret = check_float("episode.episode_return", self.episode_return)
+        object.__setattr__(self, "episode_return", ret)
+        check_int("episode.length", self.length, lo=1)
+        check_int("episode.max_x", self.max_x)
+        check_bool("episode.flag", self.flag)
+        if type(self.outcome) is not str or self.outcome not in _OUTCOMES:
+            raise ProtocolError(
+                f"episode.outcome must be one of {sorted(_OUTCOMES)}, got {self.outcome!r:.60}"
+            )
+        if self.flag != (self.outcome == "flag"):
+            raise ProtocolError(
+                f"episode.flag={self.flag} contradicts episode.outcome={self.outcome!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Chunk:
+    """actor -> learner: T steps of K envs; see the module docstring for the alignment."""
+
+    TYPE: ClassVar[str] = "chunk"
+    ARRAYS: ClassVar[dict[str, str]] = {
+        "frames": "uint8",  # [T+4, K, H, W]
+        "first": "bool",  # [T+4, K]
+        "actions": "uint8",  # [T, K]
+        "rewards": "float32",  # [T, K]
+        "terminated": "bool",  # [T, K]  discount zero after step t
+        "truncated": "bool",  # [T, K]  cut by the no-progress cutoff: bootstrap, not terminal
+        "logits": "float32",  # [T, K, A]  behaviour policy
+        "final_frames": "uint8",  # [n, H, W]  n = truncated.sum()
+        "final_index": "int32",  # [n, 2]  (t, k) of each truncated step
+    }
+    actor_id: int
+    instance_id: str
+    seq: int  # per-actor counter, >= 0
+    level: str
+    policy_version: int  # version of the behaviour policy
+    send_time: float  # actor's time.time() at send, seconds
+    episodes: tuple[EpisodeStats, ...]
+    frames: np.ndarray = field(repr=False)
+    first: np.ndarray = field(repr=False)
+    actions: np.ndarray = field(repr=False)
+    rewards: np.ndarray = field(repr=False)
+    terminated: np.ndarray = field(repr=False)
+    truncated: np.ndarray = field(repr=False)
+    logits: np.ndarray = field(repr=False)
+    final_frames: np.ndarray = field(repr=False)
+    final_index: np.ndarray = field(repr=False)
+
+    def __post_init__(self) -> None:
+        check_int("chunk.actor_id", self.actor_id)
+        check_str("chunk.instance_id", self.instance_id, nonempty=True)
+        check_int("chunk.seq", self.seq)
+        check_str("chunk.level", self.level, nonempty=True)
+        check_int("chunk.policy_version", self.policy_version)
+        object.__setattr__(self, "send_time", check_float("chunk.send_time", self.send_time))
+        if type(self.episodes) is not tuple or not all(
+            type(e) is EpisodeStats for e in self.episodes
+        ):
+            raise ProtocolError("chunk.episodes must be a tuple of EpisodeStats")
+        wire_dtypes = {name: WIRE_DTYPES[dt].str for name, dt in self.ARRAYS.items()}
+        check_chunk_arrays({name: getattr(self, name) for name in self.ARRAYS}, wire_dtypes)
+
+    def __eq__(self, other: object) -> bool:
+        return _messages_equal(self, other)
+
+    @property
+    def unroll_length(self) -> int:
+        return self.actions.shape[0]
+
+    @property
+    def num_envs(self) -> int:
+        return self.actions.shape[1]
+
+    @property
+    def num_actions(self) -> int:
+        return self.logits.shape[2]
+
+    @property
+    def frame_shape(self) -> tuple[int, int]:
+        return self.frames.shape[2], self.frames.shape[3]
+
+    @property
+    def payload_bytes(self) -> int:
+        return sum(getattr(self, name).nbytes for name in self.ARRAYS)
+
+
+Message = Register | Credit | Refuse | Heartbeat | WeightsRequest | Weights | Chunk
+
+_CLASSES: dict[str, type] = {
+    cls.TYPE: cls for cls in (Register, Credit, Refuse, Heartbeat, WeightsRequest, Weights, Chunk)
+}
+# Fields that travel in the header's "f" map (everything but the arrays).
+_HEADER_FIELDS = {
+    kind: frozenset(
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.name != "tensors" and f.name not in getattr(cls, "ARRAYS", {})
+    )
+    for kind, cls in _CLASSES.items()
+}
+_EPISODE_FIELDS = frozenset(f.name for f in dataclasses.fields(EpisodeStats))
+
+
+def _messages_equal(a: Any, b: object) -> bool:
+    if type(a) is not type(b):
+        return NotImplemented
+    return all(values_equal(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+
+
+# ---------------------------------------------------------------------------------------------
+# Encode
+# ---------------------------------------------------------------------------------------------
+
+
+def encode(msg: Message) -> list[bytes | memoryview]:
+    """Header bytes, then one buffer per array; zero-copy for arrays already C-contiguous."""
+    if type(msg) not in _CLASSES.values():
+        raise TypeError(f"encode() takes a wire message, got {type(msg).__name__}")
+    header_fields: dict[str, Any] = {}
+    arrays: list[tuple[str, np.ndarray]] = []
+    for f in dataclasses.fields(msg):
+        value = getattr(msg, f.name)
+        if isinstance(value, np.ndarray):
+            arrays.append((f.name, value))
+        elif f.name == "tensors":
+            arrays.extend(value.items())
+        elif f.name == "episodes":
+            header_fields[f.name] = [dataclasses.asdict(e) for e in value]
+        else:
+            header_fields[f.name] = value
+    header = {
+        "v": PROTOCOL_VERSION,
+        "type": msg.TYPE,
+        "f": header_fields,
+        "a": [[name, WIRE_DTYPE_NAMES[a.dtype.str], list(a.shape)] for name, a in arrays],
+    }
+    frames: list[bytes | memoryview] = [msgpack.packb(header, use_bin_type=True)]
+    for _, a in arrays:
+        contiguous = a if a.flags.c_contiguous else np.ascontiguousarray(a).reshape(a.shape)
+        frames.append(contiguous.reshape(-1).view(np.uint8).data)
+    return frames
+
+
+# ---------------------------------------------------------------------------------------------
+# Decode
+# ---------------------------------------------------------------------------------------------
+
+_INTERNAL_ERROR = "internal error while decoding"
+
+
+def decode(frames: Sequence[Buffer], limits: Limits = DEFAULT_LIMITS) -> Message:
+    """Validate and decode one message; raises ProtocolError, and only that, if it is malformed.
+
+    Frames may be bytes, bytearray, memoryview or any buffer (e.g. zmq frames). Arrays are
+    read-only views of those buffers; sizes are checked against `limits` before anything is built.
+    """
+    try:
+        return _decode(frames, limits)
+    except ProtocolError:
+        raise
+    except Exception as e:  # a hole in the checks below; a peer must still not crash us
+        raise ProtocolError(f"{_INTERNAL_ERROR}: {type(e).__name__}: {e}") from e
+
+
+def _decode(frames: Sequence[Buffer], limits: Limits) -> Message:
+    if not isinstance(frames, Sequence) or len(frames) == 0:
+        raise ProtocolError("a message is a non-empty sequence of frames, header first")
+    head = byte_view(frames[0], "header frame")
+    if head.nbytes > limits.max_header_bytes:
+        raise ProtocolError(
+            f"header frame is {head.nbytes} bytes, over max_header_bytes={limits.max_header_bytes}"
+        )
+    try:
+        header = msgpack.unpackb(head, raw=False, strict_map_key=True, use_list=True)
+    except Exception as e:
+        raise ProtocolError(f"header frame is not valid msgpack ({type(e).__name__}: {e})") from e
+    if type(header) is not dict:
+        raise ProtocolError(f"header must be a msgpack map, got {type(header).__name__}")
+    version = header.get("v")
+    if type(version) is not int:
+        raise ProtocolError(f"header 'v' (protocol version) must be an int, got {version!r:.60}")
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"protocol version mismatch: peer speaks v{version}, this side speaks "
+            f"v{PROTOCOL_VERSION}; run the actor and the learner from the same release"
+        )
+    exact_keys("header", header, frozenset({"v", "type", "f", "a"}))
+    kind = header["type"]
+    if type(kind) is not str or kind not in _CLASSES:
+        raise ProtocolError(f"unknown message type {kind!r:.60}; known: {sorted(_CLASSES)}")
+    fields = header["f"]
+    if type(fields) is not dict:
+        raise ProtocolError(f"{kind} header 'f' must be a map, got {type(fields).__name__}")
+    exact_keys(f"{kind} fields", fields, _HEADER_FIELDS[kind])
+    cls = _CLASSES[kind]
+    arrays = decode_arrays(kind, header["a"], frames, limits, getattr(cls, "ARRAYS", None))
+    if cls is Weights:
+        return Weights(**fields, tensors=arrays)
+    if cls is Chunk:
+        fields["episodes"] = _decode_episodes(fields["episodes"], limits)
+    return cls(**fields, **arrays)
+
+
+def _decode_episodes(raw: object, limits: Limits) -> tuple[EpisodeStats, ...]:
+    if type(raw) is not list:
+        raise ProtocolError(f"chunk.episodes must be a list, got {type(raw).__name__}")
+    if len(raw) > limits.max_episodes_per_chunk:
+        raise ProtocolError(
+            f"chunk.episodes has {len(raw)} entries, over "
+            f"max_episodes_per_chunk={limits.max_episodes_per_chunk}"
+        )
+    episodes = []
+    for i, entry in enumerate(raw):
+        if type(entry) is not dict:
+            raise ProtocolError(f"chunk.episodes[{i}] must be a map, got {type(entry).__name__}")
+        exact_keys(f"chunk.episodes[{i}]", entry, _EPISODE_FIELDS)
+        try:
+            episodes.append(EpisodeStats(**entry))
+        except ProtocolError as e:
+            raise ProtocolError(f"chunk.episodes[{i}]: {e}") from None
+    return tuple(episodes)
