@@ -56,9 +56,9 @@ def test_frame_skip_sums_rewards_and_maxes_last_two_frames():
             grays.append(raw.observation("grayscale").copy())
             if terminated or truncated:
                 break
-        expected = cv2.resize(
-            np.maximum(grays[-2], grays[-1]), (84, 84), interpolation=cv2.INTER_AREA
-        )
+        pooled = np.maximum(grays[-2], grays[-1])  # [240, 256]
+        half = cv2.resize(pooled, (128, 120), interpolation=cv2.INTER_AREA)
+        expected = cv2.resize(half, (84, 84), interpolation=cv2.INTER_LINEAR)
         assert step.reward == pytest.approx(sum(rewards))
         np.testing.assert_array_equal(step.frame, expected)
         total_nonzero += sum(r != 0 for r in rewards)

@@ -1,0 +1,128 @@
+"""Benchmarks, printed side by side as ratios from one run (`make bench`).
+
+- env: raw nes-py emulator frames/s vs the env factory's frames/s (target ratio >= 0.95).
+- model: default model CPU inference per observation (batch 8, one torch thread) as a share of one
+  agent step's emulation time, 4 frames (target <= 0.10).
+Each pair is measured in alternating rounds so that machine noise hits both sides alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+from common.env import EnvSpec, FrameEnv
+from common.model import ActorCritic, ModelSpec
+
+
+_RAW: dict = {}
+
+
+def raw_frames_per_s(seconds: float) -> float:
+    """Bare nes-py `NESEnv.step` (no game logic), started from World 1-1's first frame."""
+    if "env" not in _RAW:
+        from gym_super_mario_bros import SuperMarioBrosEnv
+        from gym_super_mario_bros._roms import smb1_rom_path
+        from nes_py import NESEnv
+
+        _RAW["start"] = SuperMarioBrosEnv(target=(1, 1)).dump_state()
+        _RAW["env"] = NESEnv(smb1_rom_path())
+        _RAW["env"].reset()
+    env = _RAW["env"]
+    env.load_state(_RAW["start"])
+    rng = np.random.default_rng(0)
+    buttons = rng.choice([0, 0x80, 0x81, 0x82, 0x83, 0x01, 0x40], size=256)
+    frames, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for b in buttons:
+            for _ in range(4):  # an agent step's worth of the same buttons
+                env.step(int(b))
+        frames += 4 * len(buttons)
+    return frames / (time.perf_counter() - start)
+
+
+_FACTORY = {}
+
+
+def factory_frames_per_s(seconds: float) -> float:
+    if "env" not in _FACTORY:
+        _FACTORY["env"] = FrameEnv(EnvSpec(no_progress_steps=0))
+        _FACTORY["env"].reset()
+    env = _FACTORY["env"]
+    rng = np.random.default_rng(1)
+    actions = rng.integers(0, env.num_actions, size=4096)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for a in actions[:64]:
+            if env.step(int(a)).episode is not None:
+                env.reset()
+        steps += 64
+    return steps * env.spec.frame_skip / (time.perf_counter() - start)
+
+
+def inference_s_per_obs(arch: str, batch: int, seconds: float) -> float:
+    model = ActorCritic(ModelSpec(arch=arch)).eval()
+    x = torch.randint(0, 256, (batch, 4, 84, 84), dtype=torch.uint8)
+    with torch.inference_mode():
+        for _ in range(3):
+            model(x)
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            model(x)
+            n += 1
+    return (time.perf_counter() - start) / (n * batch)
+
+
+def bench_env_and_model(rounds: int, seconds: float) -> dict:
+    raw, fac, inf = [], [], []
+    for _ in range(rounds):
+        raw.append(raw_frames_per_s(seconds))
+        fac.append(factory_frames_per_s(seconds))
+        inf.append(inference_s_per_obs("nature", 8, seconds / 2))
+    raw_fps, fac_fps, inf_s = statistics.median(raw), statistics.median(fac), statistics.median(inf)
+    step_s = 4 / raw_fps  # emulation time of one agent step (4 frames)
+    return {
+        "raw_frames_per_s": raw_fps,
+        "factory_frames_per_s": fac_fps,
+        "factory_over_raw": fac_fps / raw_fps,
+        "inference_ms_per_obs": inf_s * 1e3,
+        "agent_step_emulation_ms": step_s * 1e3,
+        "inference_over_agent_step": inf_s / step_s,
+        "resnet_inference_ms_per_obs": inference_s_per_obs("resnet", 8, seconds / 2) * 1e3,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds")
+    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per measurement")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    r = bench_env_and_model(args.rounds, args.seconds)
+    print(
+        f"machine: {platform.node()} {platform.processor() or platform.machine()}, torch {torch.__version__}"
+    )
+    print(f"raw nes-py emulator        {r['raw_frames_per_s']:8.0f} frames/s")
+    print(
+        f"env factory (skip 4, 84²)  {r['factory_frames_per_s']:8.0f} frames/s   ratio {r['factory_over_raw']:.3f}  (target >= 0.95)"
+    )
+    print(
+        f"nature CNN inference       {r['inference_ms_per_obs']:8.3f} ms/obs     "
+        f"= {r['inference_over_agent_step']:.3f} of one agent step's emulation ({r['agent_step_emulation_ms']:.2f} ms)  (target <= 0.10)"
+    )
+    print(f"resnet inference           {r['resnet_inference_ms_per_obs']:8.3f} ms/obs")
+    print(json.dumps({"bench": "env_model", **r}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
