@@ -1,0 +1,329 @@
+"""Turn a process's config dataclass into its command line, a TOML loader and one validator.
+
+Each process has one flat `@dataclass(frozen=True)`; every field is typed, defaulted and
+documented in one line, e.g. `lr: float = field(default=3e-4, metadata={"help": "Adam step size"})`.
+It may define `problems(self) -> list[str]`: every cross-field violation, each saying what to
+change. Field types: bool, int, float, str, Literal[...] of str or int, `X | None` of those (not
+bool), and tuple[E, ...] / list[E] with E one of int, float, str.
+
+Precedence, lowest first: field defaults, the `--config` TOML file, command-line flags.
+
+    --batch-size 64 --lr 1e-4       one flag per field, underscores spelled as dashes
+    --cuda / --no-cuda              bool fields
+    --levels 1-1,4-2                sequences, comma-separated; an empty string is empty
+    --max-steps none                `none` sets an optional field to None
+
+Flags must be spelled out in full (no prefix abbreviations). In the TOML file, top-level keys
+are field names (snake_case; dashes also accepted). A top-level table named after `prog` (e.g.
+`[learner]`) is read too and overrides the top-level keys, so one file can serve several
+processes; every other top-level table, including an inline-table value, is ignored as another
+process's section. TOML has no null: leave an optional key out to keep its default.
+
+Every problem (unknown keys and flags, wrong types, an unreadable file, then `problems()` on the
+instance built from the values that were valid) is collected before failing, so one run shows
+them all. The command line, TOML files and `from_dict` share one validation path, `_build`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import difflib
+import functools
+import json
+import os
+import sys
+import tempfile
+import tomllib
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+_NOUN = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; `.problems` lists every violation, each saying what to change."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class _Spec(NamedTuple):
+    """What one field accepts."""
+
+    name: str
+    help: str
+    default: Any
+    base: type  # bool, int, float or str: the type of the value, or of each item
+    choices: tuple[Any, ...] | None  # the Literal's values
+    optional: bool  # None is allowed
+    container: type | None  # tuple or list for sequence fields
+
+
+class _Layer(NamedTuple):
+    """One source of values; later layers override earlier ones."""
+
+    values: Mapping[str, Any]
+    where: Callable[[str], str]  # how a problem names a key of this layer
+    text: bool = False  # command-line strings: parsed rather than type-checked
+
+
+def load[T](cls: type[T], argv: Sequence[str] | None, *, prog: str, description: str) -> T:
+    """Parse `argv` (None: sys.argv[1:]) and its `--config` file into a validated `cls`.
+
+    Prints every problem to stderr and raises SystemExit(2) if there is any."""
+    parser = _parser(cls, prog, description)
+    namespace, extra = parser.parse_known_args(argv)
+    flags = vars(namespace)
+    config = flags.pop("config", None)  # the only option that is not a field
+    problems = [_unknown_args(extra, cls)] if extra else []
+    layers = []
+    if config is not None:
+        file_layers, file_problems = _read_toml(Path(config), prog)
+        layers += file_layers
+        problems += file_problems
+    layers.append(_Layer(flags, lambda key: "--" + key.replace("_", "-"), text=True))
+    try:
+        return _build(cls, layers, problems)
+    except ConfigError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def from_dict[T](cls: type[T], data: Mapping[str, Any]) -> T:
+    """Build a validated `cls` from field values (e.g. a resolved config read back); missing keys
+    keep their defaults. Raises ConfigError listing every problem."""
+    return _build(cls, [_Layer(data, str)])
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """The config's fields as a JSON-safe dict (tuples become lists)."""
+    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+
+
+def write_resolved(cfg: Any, path: Path) -> None:
+    """Write the config to `path` as pretty JSON, atomically: a reader (or a crash) sees either
+    the old file or the whole new one, never a torn write."""
+    path = Path(path)
+    text = json.dumps(to_dict(cfg), indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o644)  # mkstemp makes it 0600; this is not a secret
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _build[T](cls: type[T], layers: Sequence[_Layer], problems: Sequence[str] = ()) -> T:
+    """Merge `layers` over the defaults, checking every value, then build `cls` and ask its
+    `problems()`. A bad value is reported and the lower layer's value kept, so one pass finds
+    every problem. Raises ConfigError listing them all."""
+    specs = _specs(cls)
+    problems = list(problems)
+    merged = {name: spec.default for name, spec in specs.items()}
+    for layer in layers:
+        seen: dict[str, str] = {}
+        for key, raw in layer.values.items():
+            name, where = str(key).replace("-", "_"), layer.where(key)
+            if name not in specs:
+                problems.append(f"{where}: unknown key; {_suggest(name, specs)}")
+            elif name in seen:
+                problems.append(f"{where}: also given as {seen[name]!r}; keep one")
+            else:
+                seen[name] = key
+                try:
+                    text = layer.text and isinstance(raw, str)  # bool flags arrive parsed
+                    merged[name] = _value(specs[name], raw, text)
+                except ValueError as e:
+                    problems.append(f"{where}: {e}")
+    try:
+        cfg = cls(**merged)
+    except (TypeError, ValueError) as e:  # a __post_init__ that validates
+        raise ConfigError([*problems, str(e)]) from e
+    if callable(check := getattr(cfg, "problems", None)):
+        problems += check()
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+def _value(spec: _Spec, raw: Any, text: bool) -> Any:
+    """`raw` as a value of `spec`: a command-line string is parsed if `text`, else a TOML or
+    JSON value is type-checked (bool is not an int; an int is a float)."""
+    if spec.optional and (raw == "none" if text else raw is None):
+        return None
+    if spec.container is None:
+        return _one(spec, raw, text)
+    if text:
+        raw = [item.strip() for item in raw.split(",")] if raw.strip() else []
+    elif not isinstance(raw, list | tuple):
+        raise ValueError(f"expected an array, got {_show(raw)}")
+    items = []
+    for i, item in enumerate(raw):
+        try:
+            items.append(_one(spec, item, text))
+        except ValueError as e:
+            raise ValueError(f"item {i}: {e}") from None
+    return spec.container(items)
+
+
+def _one(spec: _Spec, raw: Any, text: bool) -> Any:
+    got = repr(raw) if text else _show(raw)
+    if spec.choices is not None:
+        for choice in spec.choices:
+            if str(choice) == raw if text else type(raw) is type(choice) and raw == choice:
+                return choice
+        raise ValueError(f"expected one of {', '.join(map(repr, spec.choices))}, got {got}")
+    if text:
+        with contextlib.suppress(ValueError):
+            return spec.base(raw)
+    elif isinstance(raw, bool) is (spec.base is bool) and (
+        isinstance(raw, spec.base) or (spec.base is float and isinstance(raw, int))
+    ):
+        return spec.base(raw)
+    raise ValueError(f"expected {_NOUN[spec.base]}, got {got}")
+
+
+def _show(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _suggest(name: str, known: Sequence[str] | Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"did you mean {close[0]!r}?" if close else "remove it, or see --help for the names"
+
+
+@functools.cache
+def _specs(cls: type) -> dict[str, _Spec]:
+    """Every init field of `cls`; a TypeError for anything a developer must fix."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    hints = typing.get_type_hints(cls)
+    specs = {}
+    for f in (f for f in dataclasses.fields(cls) if f.init):
+        here = f"{cls.__name__}.{f.name}"
+        if f.name == "config":
+            raise TypeError(f"{here}: 'config' is reserved for --config; rename the field")
+        if not isinstance(help := f.metadata.get("help"), str) or not help.strip():
+            raise TypeError(f'{here} has no help; use field(default=..., metadata={{"help": ...}})')
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            raise TypeError(f"{here} has no default; give it one")
+        spec = _spec(f.name, help, default, hints[f.name])
+        if spec is None:
+            raise TypeError(f"{here}: unsupported type {hints[f.name]!r}; see common/config.py")
+        try:
+            _value(spec, default, text=False)
+        except ValueError as e:
+            raise TypeError(f"{here}: bad default: {e}") from None
+        specs[f.name] = spec
+    return specs
+
+
+def _spec(name: str, help: str, default: Any, hint: Any) -> _Spec | None:
+    args, optional, container, choices = typing.get_args(hint), False, None, None
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        hint, optional = (rest[0] if len(rest) == 1 else hint), True
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if (origin is tuple and len(args) == 2 and args[1] is Ellipsis) or (
+        origin is list and len(args) == 1
+    ):
+        container, hint = origin, args[0]
+    if typing.get_origin(hint) is Literal:
+        choices = typing.get_args(hint)
+        hint = type(choices[0])
+        if hint not in (int, str) or any(type(c) is not hint for c in choices):
+            return None
+    if hint not in _NOUN or (hint is bool and optional) or (container and (optional or choices)):
+        return None
+    return _Spec(name, help, default, hint, choices, optional, container)
+
+
+def _parser(cls: type, prog: str, description: str) -> argparse.ArgumentParser:
+    """Every option is a raw string (bools aside) so `_build` can parse them all and report every
+    bad value at once, rather than argparse stopping at the first."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        allow_abbrev=False,
+        argument_default=argparse.SUPPRESS,  # only the flags given reach the namespace
+        formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=40),
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help=f"TOML file: its top-level keys and [{prog}] table set fields; flags override it",
+    )
+    for spec in _specs(cls).values():
+        flag = "--" + spec.name.replace("_", "-")
+        help = f"{spec.help} (default: {_default_text(spec.default)})".replace("%", "%%")
+        if spec.base is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=help)
+        else:
+            parser.add_argument(flag, metavar=_metavar(spec), help=help)
+    return parser
+
+
+def _metavar(spec: _Spec) -> str:
+    one = "{" + ",".join(map(str, spec.choices)) + "}" if spec.choices else spec.base.__name__
+    one = one if spec.choices else one.upper()
+    return f"{one},..." if spec.container else f"{one}|none" if spec.optional else one
+
+
+def _default_text(value: Any) -> str:
+    """The default as it would be typed on the command line."""
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value)) or "empty"
+    if value is None or isinstance(value, bool):
+        return str(value).lower()
+    return str(value) or "''"
+
+
+def _unknown_args(extra: Sequence[str], cls: type) -> str:
+    flags = ["--config"]
+    for spec in _specs(cls).values():
+        flags.append("--" + spec.name.replace("_", "-"))
+        flags += ["--no-" + spec.name.replace("_", "-")] if spec.base is bool else []
+    hints = [_suggest(a.split("=")[0], flags) for a in extra if a.startswith("--")]
+    return f"unrecognized arguments: {' '.join(extra)}" + "".join(f"; {h}" for h in hints)
+
+
+def _read_toml(path: Path, prog: str) -> tuple[list[_Layer], list[str]]:
+    """The file's layers (top-level keys, then the [prog] table), or the problem reading it."""
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        return [], [f"--config {path}: no such file; check the path"]
+    except OSError as e:
+        return [], [f"--config {path}: cannot read it ({e.strerror or e}); name a readable file"]
+    except tomllib.TOMLDecodeError as e:
+        return [], [f"--config {path}: invalid TOML: {e}; fix the syntax"]
+    except UnicodeDecodeError:
+        return [], [f"--config {path}: not UTF-8 text; save it as UTF-8"]
+    top = {k: v for k, v in data.items() if not isinstance(v, dict)}
+    layers = [_Layer(top, lambda key: f"{path}: {key}")]
+    if isinstance(section := data.get(prog), dict):
+        layers.append(_Layer(section, lambda key: f"{path}: [{prog}] {key}"))
+    return layers, []
