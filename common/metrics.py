@@ -1,0 +1,400 @@
+"""Every Prometheus metric of the learner, the actors and the evaluator, and the exporter.
+
+Each process builds its own `CollectorRegistry` (the global default registry is never used), so
+tests can build several in one process, and serves it with `serve(registry, host, port)`:
+
+    metrics = LearnerMetrics(levels=["1-1"])
+    server = serve(metrics.registry, "0.0.0.0", 9100)
+    metrics.updates.inc()
+    ...
+    server.close()
+
+Conventions: every name starts with `mario_`; values are in base units (`_seconds`, `_bytes`);
+ratios are 0-1; counters end in `_total` (prometheus_client appends it, so a Counter is declared
+without it); labels take a small closed set of values. The actor id is a Prometheus target label
+set by the scrape config, never a metric label. Known label values are created up front so that
+`rate()` sees a series from zero, not from its first increment; pass `levels` to do the same for
+the per-level series.
+
+The loops set these numbers as they run; GPU telemetry (`common.gpu.GpuCollector`) is read from
+NVML at scrape time instead.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import partial
+from threading import Thread
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    start_http_server,
+)
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from common.gpu import GpuCollector, nvml_indices_for_visible_devices
+
+__all__ = [
+    "OUTCOMES",
+    "REJECT_REASONS",
+    "ActorMetrics",
+    "EvalMetrics",
+    "GpuCollector",
+    "LearnerMetrics",
+    "MetricsServer",
+    "RateWindow",
+    "add_process_metrics",
+    "nvml_indices_for_visible_devices",
+    "serve",
+]
+
+OUTCOMES = ("flag", "death", "no_progress", "other")  # how an episode ended
+REJECT_REASONS = ("decode", "spec", "unknown_actor", "auth", "other")  # why a message was dropped
+SAMPLE_SOURCES = ("fresh", "replay")
+CHUNK_RESULTS = ("accepted", "stale", "rejected")
+LOSS_TERMS = ("policy", "baseline", "entropy", "total")
+PRIORITY_STATS = ("p50", "p90", "p99", "max")
+
+# Buckets. Mario 1-1: the flag is near x = 3160; the game's own return is about the distance
+# travelled minus the clock, and -15 per death.
+LAG_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+UPDATE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+RETURN_BUCKETS = (-50, 0, 100, 250, 500, 750, 1000, 1500, 2000, 2500, 3000, 3500)
+MAX_X_BUCKETS = (200, 400, 600, 800, 1000, 1200, 1400, 1700, 2000, 2300, 2600, 2900, 3100, 3300)
+LENGTH_BUCKETS = (25, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000)
+ENV_BUILD_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+REPLAY_SAMPLE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1)
+
+
+def _outcome(outcome: str) -> str:
+    return outcome if outcome in OUTCOMES else "other"
+
+
+def _makers(r: CollectorRegistry) -> tuple[Any, Any, Any]:
+    return partial(Counter, registry=r), partial(Gauge, registry=r), partial(Histogram, registry=r)
+
+
+class LearnerMetrics:
+    """The learner's metrics. Attributes are the prometheus_client objects, named without the
+    `mario_` prefix and the `_total` suffix (`updates` is `mario_learner_updates_total`)."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        levels: Iterable[str] = (),
+        device: str = "unknown",
+    ):
+        r = self.registry = CollectorRegistry() if registry is None else registry
+        counter, gauge, histogram = _makers(r)
+
+        # --- throughput ---
+        self.updates: Counter = counter("mario_learner_updates", "Optimizer updates.")
+        self.env_frames: Counter = counter(
+            "mario_learner_env_frames", "NES frames of the fresh agent steps consumed."
+        )
+        self.agent_steps: Counter = counter("mario_learner_agent_steps", "Fresh agent steps used.")
+        self.samples: Counter = counter(
+            "mario_learner_samples", "Agent steps trained on, by source.", ["source"]
+        )
+        self.agent_steps_per_second: Gauge = gauge(
+            "mario_learner_agent_steps_per_second", "Fresh agent steps used per second, recently."
+        )
+        self.samples_per_second: Gauge = gauge(
+            "mario_learner_samples_per_second", "Agent steps trained on per second.", ["source"]
+        )
+        self.policy_version: Gauge = gauge("mario_policy_version", "Learner's policy version.")
+        self.policy_lag: Histogram = histogram(
+            "mario_policy_lag_updates",
+            "Learner policy version minus a chunk's behaviour policy version, at consumption.",
+            buckets=LAG_BUCKETS,
+        )
+
+        # --- ingest and broadcast ---
+        self.chunks: Counter = counter("mario_learner_chunks", "Chunks received.", ["result"])
+        self.messages_rejected: Counter = counter(
+            "mario_learner_messages_rejected", "Messages dropped, by reason.", ["reason"]
+        )
+        self.ingest_queue_depth: Gauge = gauge(
+            "mario_learner_ingest_queue_depth", "Chunks waiting to be trained on."
+        )
+        self.ingest_queue_capacity: Gauge = gauge(
+            "mario_learner_ingest_queue_capacity", "Chunks the ingest queue holds."
+        )
+        self.ingest_bytes: Counter = counter(
+            "mario_learner_ingest_bytes", "Chunk payload bytes received."
+        )
+        self.chunk_latency: Histogram = histogram(
+            "mario_chunk_latency_seconds",
+            "Time from an actor sending a chunk to the learner consuming it.",
+            buckets=LATENCY_BUCKETS,
+        )
+        self.actors_connected: Gauge = gauge("mario_actors_connected", "Actors heard recently.")
+        self.weights_broadcast_bytes: Counter = counter(
+            "mario_weights_broadcast_bytes", "Bytes of policy weights sent."
+        )
+        self.weights_broadcasts: Counter = counter(
+            "mario_weights_broadcasts", "Policy weight messages sent."
+        )
+
+        # --- train loop: wait / (wait + compute) is the share of time starved for data ---
+        self.update_seconds: Histogram = histogram(
+            "mario_learner_update_seconds", "Duration of one update.", buckets=UPDATE_BUCKETS
+        )
+        self.wait_seconds: Counter = counter(
+            "mario_learner_wait_seconds", "Train loop time spent waiting for data."
+        )
+        self.compute_seconds: Counter = counter(
+            "mario_learner_compute_seconds", "Train loop time spent computing."
+        )
+        self.loss: Gauge = gauge("mario_learner_loss", "Last update's loss, by term.", ["term"])
+        self.grad_norm: Gauge = gauge(
+            "mario_learner_grad_norm", "Last update's gradient norm, before clipping."
+        )
+        self.entropy: Gauge = gauge("mario_learner_entropy", "Last update's mean entropy (nats).")
+
+        # --- episodes, as reported by the actors ---
+        self.episode_return: Histogram = histogram(
+            "mario_episode_return", "Game return (unshaped).", ["level"], buckets=RETURN_BUCKETS
+        )
+        self.episode_max_x: Histogram = histogram(
+            "mario_episode_max_x", "Largest x position reached.", ["level"], buckets=MAX_X_BUCKETS
+        )
+        self.episode_length: Histogram = histogram(
+            "mario_episode_length_steps", "Episode agent steps.", ["level"], buckets=LENGTH_BUCKETS
+        )
+        self.episodes: Counter = counter(
+            "mario_episodes", "Finished episodes, by level and outcome.", ["level", "outcome"]
+        )
+
+        # --- replay ---
+        self.replay_size: Gauge = gauge("mario_replay_size_sequences", "Sequences in replay.")
+        self.replay_capacity: Gauge = gauge(
+            "mario_replay_capacity_sequences", "Sequences replay can hold."
+        )
+        self.replay_sample_insert_ratio: Gauge = gauge(
+            "mario_replay_sample_insert_ratio", "Sequences sampled per sequence inserted."
+        )
+        # Not `quantile`: Prometheus reserves that label for summaries (promtool rejects it).
+        self.replay_priority: Gauge = gauge(
+            "mario_replay_priority", "Replay priority distribution (p50|p90|p99|max).", ["stat"]
+        )
+        self.replay_sample_seconds: Histogram = histogram(
+            "mario_replay_sample_seconds",
+            "Duration of one replay sample.",
+            buckets=REPLAY_SAMPLE_BUCKETS,
+        )
+        self.replay_skipped: Counter = counter(
+            "mario_replay_skipped", "Replay sequences the sample/insert rate limiter left out."
+        )
+
+        # --- lifecycle ---
+        self.checkpoints: Counter = counter("mario_learner_checkpoints", "Checkpoints written.")
+        self.last_checkpoint_timestamp: Gauge = gauge(
+            "mario_learner_last_checkpoint_timestamp_seconds", "Unix time of the last checkpoint."
+        )
+        self.start_time: Gauge = gauge(
+            "mario_learner_start_time_seconds", "Unix time the learner started."
+        )
+        self.build_info = Info("mario_build", "Version, device and CPU architecture.", registry=r)
+
+        for s in SAMPLE_SOURCES:
+            self.samples.labels(s)
+            self.samples_per_second.labels(s)
+        for c in CHUNK_RESULTS:
+            self.chunks.labels(c)
+        for reason in REJECT_REASONS:
+            self.messages_rejected.labels(reason)
+        for t in LOSS_TERMS:
+            self.loss.labels(t)
+        for stat in PRIORITY_STATS:
+            self.replay_priority.labels(stat)
+        for level in levels:
+            for h in (self.episode_return, self.episode_max_x, self.episode_length):
+                h.labels(level)
+            for o in OUTCOMES:
+                self.episodes.labels(level, o)
+        self.start_time.set_to_current_time()
+        self.set_build_info(device)
+
+    def set_build_info(self, device: str) -> None:
+        """Set `mario_build_info{version, device, arch}`; device e.g. "cuda" or "cpu"."""
+        self.build_info.info({"version": _version(), "device": device, "arch": platform.machine()})
+
+    def reject(self, reason: str) -> None:
+        """Count a dropped message; a reason outside REJECT_REASONS counts as "other"."""
+        self.messages_rejected.labels(reason if reason in REJECT_REASONS else "other").inc()
+
+    def observe_episode(
+        self, level: str, outcome: str, episode_return: float, max_x: float, length_steps: int
+    ) -> None:
+        """Record one finished episode in the per-level histograms and the episode counter."""
+        self.episode_return.labels(level).observe(episode_return)
+        self.episode_max_x.labels(level).observe(max_x)
+        self.episode_length.labels(level).observe(length_steps)
+        self.episodes.labels(level, _outcome(outcome)).inc()
+
+
+class ActorMetrics:
+    """One actor process's metrics, named like `LearnerMetrics`'s attributes."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, levels: Iterable[str] = ()):
+        r = self.registry = CollectorRegistry() if registry is None else registry
+        counter, gauge, histogram = _makers(r)
+        self.env_frames: Counter = counter("mario_actor_env_frames", "NES frames emulated.")
+        self.agent_steps: Counter = counter("mario_actor_agent_steps", "Agent steps taken.")
+        self.agent_steps_per_second: Gauge = gauge(
+            "mario_actor_agent_steps_per_second", "Agent steps per second, recently."
+        )
+        self.env_build_seconds: Histogram = histogram(
+            "mario_actor_env_build_seconds", "Time to build an env.", buckets=ENV_BUILD_BUCKETS
+        )
+        self.env_build_failures: Counter = counter(
+            "mario_actor_env_build_failures", "Env build attempts that failed."
+        )
+        self.inference_seconds: Counter = counter(
+            "mario_actor_inference_seconds", "Time spent in policy inference."
+        )
+        self.step_seconds: Counter = counter("mario_actor_step_seconds", "Time stepping envs.")
+        self.flow_control_wait_seconds: Counter = counter(
+            "mario_actor_flow_control_wait_seconds", "Time blocked waiting for a send credit."
+        )
+        self.policy_version: Gauge = gauge("mario_actor_policy_version", "Acting policy version.")
+        self.episodes: Counter = counter(
+            "mario_actor_episodes", "Finished episodes.", ["level", "outcome"]
+        )
+        self.chunks_sent: Counter = counter("mario_actor_chunks_sent", "Chunks sent.")
+        self.reconnects: Counter = counter("mario_actor_reconnects", "Reconnections.")
+        self.credits: Gauge = gauge("mario_actor_credits", "Send credits in hand.")
+        self.connected: Gauge = gauge("mario_actor_connected", "1 while the learner answers.")
+        for level in levels:
+            for o in OUTCOMES:
+                self.episodes.labels(level, o)
+
+    def count_episode(self, level: str, outcome: str) -> None:
+        """Count one finished episode; an outcome outside OUTCOMES counts as "other"."""
+        self.episodes.labels(level, _outcome(outcome)).inc()
+
+
+class EvalMetrics:
+    """The evaluator's metrics, all per level; gauges hold the last evaluation's means."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, levels: Iterable[str] = ()):
+        r = self.registry = CollectorRegistry() if registry is None else registry
+        counter, gauge, _ = _makers(r)
+        lv = ["level"]
+        self.max_x: Gauge = gauge("mario_eval_max_x", "Mean max x position.", lv)
+        self.flag_rate: Gauge = gauge("mario_eval_flag_rate", "Share reaching the flag.", lv)
+        self.episode_return: Gauge = gauge("mario_eval_return", "Mean game return.", lv)
+        self.episodes: Counter = counter("mario_eval_episodes", "Evaluation episodes played.", lv)
+        self.policy_version: Gauge = gauge("mario_eval_policy_version", "Policy evaluated.", lv)
+        self.best_max_x: Gauge = gauge("mario_eval_best_max_x", "Best mean max x so far.", lv)
+        for level in levels:
+            for m in (self.max_x, self.flag_rate, self.episode_return, self.episodes):
+                m.labels(level)
+            for m in (self.policy_version, self.best_max_x):
+                m.labels(level)
+
+
+def add_process_metrics(registry: CollectorRegistry) -> None:
+    """Add the standard `process_*` and `python_*` metrics (CPU, memory, GC) to `registry`.
+
+    These keep the names Prometheus tooling expects, outside the `mario_` namespace.
+    """
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("mario-impala")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+# ---------------------------------------------------------------------------------------------
+# Exporter
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricsServer:
+    """A running /metrics endpoint; `port` is the bound port (useful when asked for port 0)."""
+
+    server: WSGIServer
+    thread: Thread
+    host: str
+    port: int
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout_s)
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve(registry: CollectorRegistry, host: str, port: int) -> MetricsServer:
+    """Serve `registry` over HTTP at http://host:port/metrics from a daemon thread."""
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    return MetricsServer(server, thread, host, server.server_port)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rates for the *_per_second gauges
+# ---------------------------------------------------------------------------------------------
+
+
+class RateWindow:
+    """Events per second over the last `window_s` seconds (less, just after construction).
+
+    Counts added within `window_s / 100` of each other share one slot, so memory stays bounded
+    however often `add` is called; the rate is off by at most that much of the window's edge.
+    """
+
+    def __init__(self, window_s: float = 30.0, *, now: float | None = None):
+        if window_s <= 0:
+            raise ValueError(f"window_s must be > 0, got {window_s}")
+        self.window_s = window_s
+        self._slot_s = window_s / 100
+        self._start = time.monotonic() if now is None else now
+        self._slots: deque[list[float]] = deque()  # [slot start time, count], oldest first
+
+    def add(self, count: float, now: float | None = None) -> None:
+        """Record `count` events that happened up to `now` (time.monotonic() by default)."""
+        now = time.monotonic() if now is None else now
+        if self._slots and now - self._slots[-1][0] < self._slot_s:
+            self._slots[-1][1] += count
+        else:
+            self._slots.append([now, count])
+        self._expire(now)
+
+    def rate(self, now: float | None = None) -> float:
+        """Events per second over the window ending at `now`; 0.0 before any time has passed."""
+        now = time.monotonic() if now is None else now
+        self._expire(now)
+        span = min(self.window_s, now - self._start)
+        return sum(c for _, c in self._slots) / span if span > 0 else 0.0
+
+    def _expire(self, now: float) -> None:
+        while self._slots and self._slots[0][0] <= now - self.window_s:
+            self._slots.popleft()
