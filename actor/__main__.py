@@ -1,0 +1,5 @@
+import sys
+
+from actor.main import main
+
+sys.exit(main())

@@ -1,0 +1,213 @@
+"""The actor's connection to the learner: registration, credits, weights, heartbeats, reconnects.
+
+Sockets: a DEALER to the learner's ROUTER (registration, chunks, heartbeats out; credits, weights
+on request, refusals, heartbeats in) and a SUB to its PUB on PORT+1 (weight broadcasts). All
+socket use stays on the thread that owns the `LearnerLink`.
+
+Flow control: the learner grants credits; one chunk costs one credit; with no credit the actor
+waits in `wait_for_credit` instead of queueing, so at most `credits` chunks are ever in flight and
+none pile up while the learner is away. Silence for `timeout_s` (the learner heartbeats every
+second) means the learner is gone: the sockets are rebuilt and the actor registers again, with
+exponential backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from common import wire
+
+log = logging.getLogger(__name__)
+
+
+class FatalRefusal(RuntimeError):
+    """The learner refused this actor for a reason that retrying cannot fix (e.g. a spec mismatch)."""
+
+
+class LearnerLink:
+    def __init__(
+        self,
+        address: str,
+        register: wire.Register,
+        *,
+        heartbeat_interval_s: float = 1.0,
+        timeout_s: float = 10.0,
+        backoff_max_s: float = 10.0,
+        on_weights: Callable[[wire.Weights], None] | None = None,
+        on_event: Callable[[str], None] | None = None,
+        context: zmq.Context | None = None,
+        socket_options: Callable[[zmq.Socket], None] | None = None,
+    ):
+        host, _, port = address.rpartition(":")
+        self.router_endpoint = f"tcp://{host}:{int(port)}"
+        self.pub_endpoint = f"tcp://{host}:{int(port) + 1}"
+        self.register_msg = register
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.timeout_s = timeout_s
+        self.backoff_max_s = backoff_max_s
+        self.on_weights = on_weights or (lambda w: None)
+        self.on_event = on_event or (lambda e: None)
+        self.socket_options = socket_options or (lambda s: None)
+        self.ctx = context or zmq.Context.instance()
+        self.credits = 0
+        self.registered = False
+        self.policy_version = -1  # newest weights applied
+        self.learner_version = 0  # newest version the learner reported
+        self.dealer: Any = None
+        self.sub: Any = None
+        self._backoff = 0.5
+        self._connect()
+
+    # -- connection --------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        self.dealer = self.ctx.socket(zmq.DEALER)
+        self.dealer.setsockopt(zmq.LINGER, 0)
+        self.dealer.setsockopt(zmq.ROUTING_ID, f"actor-{uuid.uuid4().hex[:12]}".encode())
+        self.socket_options(self.dealer)
+        self.dealer.connect(self.router_endpoint)
+        self.sub = self.ctx.socket(zmq.SUB)
+        self.sub.setsockopt(zmq.LINGER, 0)
+        self.sub.setsockopt(zmq.RCVHWM, 4)
+        self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+        self.socket_options(self.sub)
+        self.sub.connect(self.pub_endpoint)
+        self.poller = zmq.Poller()
+        self.poller.register(self.dealer, zmq.POLLIN)
+        self.poller.register(self.sub, zmq.POLLIN)
+        self.credits = 0
+        self.registered = False
+        now = time.monotonic()
+        self._last_heard = now
+        self._last_beat = 0.0
+        self._send(self.register_msg)
+        self._send(wire.WeightsRequest(have_version=self.policy_version))
+        log.info("registering with learner at %s", self.router_endpoint)
+
+    def _reconnect(self, why: str) -> None:
+        log.warning("%s; reconnecting to %s in %.1f s", why, self.router_endpoint, self._backoff)
+        self.on_event("reconnect")
+        self.close()
+        time.sleep(self._backoff * (0.75 + 0.5 * random.random()))
+        self._backoff = min(self._backoff * 2, self.backoff_max_s)
+        self._connect()
+
+    def close(self) -> None:
+        for s in (self.dealer, self.sub):
+            if s is not None:
+                s.close(linger=0)
+        self.dealer = self.sub = None
+
+    def _send(self, msg: wire.Message) -> None:
+        try:
+            self.dealer.send_multipart(wire.encode(msg), copy=False, flags=zmq.NOBLOCK)
+        except zmq.Again:
+            log.debug("send of %s would block; dropped", type(msg).__name__)
+
+    # -- incoming ----------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int = 0) -> None:
+        """Handle everything that has arrived; heartbeat and reconnect as due."""
+        events = dict(self.poller.poll(timeout_ms))
+        if self.sub in events:
+            newest = None
+            while True:  # drain: only the newest broadcast matters
+                try:
+                    frames = self.sub.recv_multipart(copy=False, flags=zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                msg = self._decode(frames)
+                if isinstance(msg, wire.Weights) and (
+                    newest is None or msg.policy_version > newest.policy_version
+                ):
+                    newest = msg
+            if newest is not None:
+                self._apply(newest)
+        if self.dealer in events:
+            while True:
+                try:
+                    frames = self.dealer.recv_multipart(copy=False, flags=zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                msg = self._decode(frames)
+                if msg is not None:
+                    self._handle(msg)
+        now = time.monotonic()
+        if now - self._last_beat >= self.heartbeat_interval_s:
+            self._last_beat = now
+            self._send(
+                wire.Heartbeat(sent_time=time.time(), policy_version=max(self.policy_version, 0))
+            )
+        if now - self._last_heard > self.timeout_s:
+            self._reconnect(f"no word from the learner for {self.timeout_s:.0f} s")
+
+    def _decode(self, frames: list) -> wire.Message | None:
+        try:
+            return wire.decode([f.buffer for f in frames])
+        except wire.ProtocolError as exc:
+            log.warning("dropped a malformed message from the learner: %s", exc)
+            return None
+
+    def _handle(self, msg: wire.Message) -> None:
+        self._last_heard = time.monotonic()
+        if isinstance(msg, wire.Credit):
+            if not self.registered:
+                log.info("registered; learner at policy version %d", msg.policy_version)
+                self.on_event("registered")
+            self.registered = True
+            self._backoff = 0.5
+            self.credits += msg.credits
+            self.learner_version = msg.policy_version
+        elif isinstance(msg, wire.Weights):
+            self._apply(msg)
+        elif isinstance(msg, wire.Heartbeat):
+            self.learner_version = msg.policy_version
+        elif isinstance(msg, wire.Refuse):
+            if msg.fatal:
+                raise FatalRefusal(msg.reason)
+            log.warning("learner refused: %s; registering again", msg.reason)
+            self.registered = False
+            self.credits = 0
+            self._send(self.register_msg)
+            self._send(wire.WeightsRequest(have_version=self.policy_version))
+
+    def _apply(self, weights: wire.Weights) -> None:
+        self._last_heard = time.monotonic()
+        if weights.policy_version <= self.policy_version:
+            return
+        self.on_weights(weights)
+        self.policy_version = weights.policy_version
+
+    # -- outgoing ----------------------------------------------------------------------------
+
+    def wait_for_credit(self, stop: Callable[[], bool]) -> bool:
+        """Block (handling messages) until a credit is in hand; False if `stop()` became true."""
+        while self.credits <= 0 or not self.registered:
+            if stop():
+                return False
+            self.poll(timeout_ms=50)
+        return True
+
+    def wait_for_weights(self, stop: Callable[[], bool]) -> bool:
+        asked = time.monotonic()
+        while self.policy_version < 0:
+            if stop():
+                return False
+            self.poll(timeout_ms=50)
+            if time.monotonic() - asked > 2.0 and self.registered:
+                self._send(wire.WeightsRequest(have_version=self.policy_version))
+                asked = time.monotonic()
+        return True
+
+    def send_chunk(self, chunk: wire.Chunk) -> None:
+        """Send one chunk; the caller holds a credit (see `wait_for_credit`)."""
+        assert self.credits > 0
+        self.credits -= 1
+        self.dealer.send_multipart(wire.encode(chunk), copy=False)

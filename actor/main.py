@@ -1,0 +1,214 @@
+"""`python -m actor`: build envs, play with the newest weights, stream chunks to the learner."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from actor.config import ActorConfig
+from actor.link import FatalRefusal, LearnerLink
+from actor.rollout import ChunkArrays, Lane, sample_actions, split_lanes
+from common import config as config_io
+from common import wire
+from common.env import EnvBuildError, build_envs
+from common.metrics import ActorMetrics, RateWindow, serve
+from common.model import ActorCritic
+
+log = logging.getLogger("actor")
+
+
+def to_wire_chunk(cfg: ActorConfig, instance_id: str, seq: int, c: ChunkArrays) -> wire.Chunk:
+    episodes = tuple(
+        wire.EpisodeStats(
+            level=e.level,
+            episode_return=float(e.episode_return),
+            length=e.length,
+            max_x=e.max_x,
+            flag=e.flag,
+            outcome=e.outcome,
+        )
+        for e in c.episodes
+    )
+    return wire.Chunk(
+        actor_id=cfg.actor_id,
+        instance_id=instance_id,
+        seq=seq,
+        level=cfg.level,
+        policy_version=c.policy_version,
+        send_time=time.time(),
+        episodes=episodes,
+        frames=c.frames,
+        first=c.first,
+        actions=c.actions,
+        rewards=c.rewards,
+        terminated=c.terminated,
+        truncated=c.truncated,
+        logits=c.logits,
+        final_frames=c.final_frames,
+        final_index=c.final_index,
+    )
+
+
+def load_weights(model: torch.nn.Module, weights: wire.Weights) -> None:
+    state = {k: torch.from_numpy(np.array(v, np.float32)) for k, v in weights.tensors.items()}
+    model.load_state_dict(state)
+
+
+class Actor:
+    """The actor's loop: lanes of envs, CPU inference, chunk streaming with credits."""
+
+    def __init__(self, cfg: ActorConfig, metrics: ActorMetrics | None = None):
+        self.cfg = cfg
+        self.metrics = metrics or ActorMetrics()
+        self.instance_id = uuid.uuid4().hex
+        self.stopping = threading.Event()
+        torch.manual_seed(cfg.seed * 1009 + cfg.actor_id)
+        spec = cfg.env_spec()
+        start = time.perf_counter()
+        try:
+            envs = build_envs(
+                spec, cfg.num_envs, timeout_s=cfg.build_timeout_s, retries=cfg.build_retries
+            )
+        except EnvBuildError:
+            self.metrics.env_build_failures.inc()
+            raise
+        self.metrics.env_build_seconds.observe((time.perf_counter() - start) / cfg.num_envs)
+        self.num_actions = envs[0].num_actions
+        self.model = ActorCritic(cfg.model_spec(self.num_actions)).eval()
+        self.lanes = split_lanes(envs, cfg.lanes, cfg.unroll_length, self.num_actions)
+        self.seq = 0
+        self.rate = RateWindow(10.0)
+        register = wire.Register(
+            run_id=cfg.run_id,
+            actor_id=cfg.actor_id,
+            instance_id=self.instance_id,
+            env_spec=spec.to_wire(),
+            model_spec=self.model.spec.to_wire(),
+            num_envs=cfg.num_envs,
+            unroll_length=cfg.unroll_length,
+        )
+        self.link = LearnerLink(
+            cfg.learner,
+            register,
+            heartbeat_interval_s=cfg.heartbeat_interval_s,
+            timeout_s=cfg.learner_timeout_s,
+            backoff_max_s=cfg.reconnect_backoff_max_s,
+            on_weights=self._on_weights,
+            on_event=self._on_event,
+        )
+
+    def _on_weights(self, weights: wire.Weights) -> None:
+        load_weights(self.model, weights)
+        self.metrics.policy_version.set(weights.policy_version)
+
+    def _on_event(self, event: str) -> None:
+        if event == "reconnect":
+            self.metrics.reconnects.inc()
+            self.metrics.connected.set(0)
+        elif event == "registered":
+            self.metrics.connected.set(1)
+
+    def stop(self, *_: object) -> None:
+        self.stopping.set()
+
+    def _infer(self, lane: Lane) -> None:
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = self.model(lane.observe())  # [K, A], [K]
+            actions = sample_actions(out.logits, greedy=self.cfg.eval)
+        lane.act(actions.numpy(), out.logits.numpy(), max(self.link.policy_version, 0))
+        self.metrics.inference_seconds.inc(time.perf_counter() - start)
+
+    def _step(self, lane: Lane) -> int:
+        start = time.perf_counter()
+        n = lane.step()
+        self.metrics.step_seconds.inc(time.perf_counter() - start)
+        return n
+
+    def _ship(self, lane: Lane) -> None:
+        for arrays in lane.take_finished():
+            for e in arrays.episodes:
+                self.metrics.episodes.labels(level=e.level, outcome=e.outcome).inc()
+            if self.cfg.eval:
+                continue
+            start = time.perf_counter()
+            if not self.link.wait_for_credit(self.stopping.is_set):
+                return
+            self.metrics.flow_control_wait_seconds.inc(time.perf_counter() - start)
+            self.link.send_chunk(to_wire_chunk(self.cfg, self.instance_id, self.seq, arrays))
+            self.seq += 1
+            self.metrics.chunks_sent.inc()
+            self.metrics.credits.set(self.link.credits)
+
+    def run(self) -> int:
+        """Play until stopped. Inference for one lane overlaps stepping of the previous one."""
+        log.info("waiting for the first weights from %s", self.cfg.learner)
+        if not self.link.wait_for_weights(self.stopping.is_set):
+            return 0
+        log.info("got policy version %d; playing", self.link.policy_version)
+        frame_skip = self.cfg.frame_skip
+        pending: tuple[Lane, Future[int]] | None = None
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-step") as pool:
+            i = 0
+            while not self.stopping.is_set():
+                lane = self.lanes[i % len(self.lanes)]
+                i += 1
+                self._infer(lane)
+                if pending is not None:
+                    done_lane, fut = pending
+                    self._account(fut.result(), frame_skip)
+                    self._ship(done_lane)
+                pending = (lane, pool.submit(self._step, lane))
+                self.link.poll(0)
+            if pending is not None:
+                pending[1].result()
+        return 0
+
+    def _account(self, steps: int, frame_skip: int) -> None:
+        self.metrics.agent_steps.inc(steps)
+        self.metrics.env_frames.inc(steps * frame_skip)
+        self.rate.add(steps)
+        self.metrics.agent_steps_per_second.set(self.rate.rate())
+
+    def close(self) -> None:
+        self.link.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = config_io.load(ActorConfig, argv, prog="actor", description=__doc__ or "")
+    logging.basicConfig(
+        level=cfg.log_level.upper(),
+        format=f"%(asctime)s actor[{cfg.actor_id}] %(levelname)s %(message)s",
+    )
+    torch.set_num_threads(cfg.torch_threads)
+    metrics = ActorMetrics()
+    if cfg.metrics_port:
+        serve(metrics.registry, cfg.metrics_host, cfg.metrics_port)
+        log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
+    try:
+        actor = Actor(cfg, metrics)
+    except EnvBuildError as exc:
+        log.error("%s", exc)
+        return 1
+    signal.signal(signal.SIGTERM, actor.stop)
+    signal.signal(signal.SIGINT, actor.stop)
+    try:
+        return actor.run()
+    except FatalRefusal as exc:
+        log.error("the learner refused this actor: %s", exc)
+        return 2
+    finally:
+        actor.close()
+        log.info("stopped")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""Rollout collection, free of sockets: lanes of envs that fill fixed-length chunks.
+
+An actor's envs are split into lanes (two by default). While one lane's envs step in a worker
+thread (nes-py releases the GIL while emulating), the main thread runs the policy for the other
+lane, so inference hides behind emulation. Each lane fills its own chunk buffer, laid out exactly
+as the wire's `Chunk` (see common/wire.py): the buffer doubles as the frame ring, since the stack
+for step t is frames[t : t+4] with their `first` flags, rebuilt by the learner with the same
+`common.stacking.stack_frames`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from common.env import EpisodeSummary, FrameEnv
+from common.stacking import STACK, stack_frames
+
+HISTORY = STACK - 1  # frames before step 0 that the first stacks need
+
+
+class ChunkArrays(NamedTuple):
+    """One finished chunk of a lane, in the wire's layout (T steps, K envs)."""
+
+    frames: np.ndarray  # [T+4, K, H, W] uint8
+    first: np.ndarray  # [T+4, K] bool
+    actions: np.ndarray  # [T, K] uint8
+    rewards: np.ndarray  # [T, K] float32
+    terminated: np.ndarray  # [T, K] bool
+    truncated: np.ndarray  # [T, K] bool
+    logits: np.ndarray  # [T, K, A] float32
+    final_frames: np.ndarray  # [n, H, W] uint8
+    final_index: np.ndarray  # [n, 2] int32, (t, k)
+    episodes: list[EpisodeSummary]
+    policy_version: int  # oldest policy that acted in the chunk
+
+
+class Lane:
+    """K envs stepped together; `observe` → policy → `act` → `step`, T times per chunk."""
+
+    def __init__(self, envs: list[FrameEnv], unroll_length: int, num_actions: int):
+        if not envs:
+            raise ValueError("a lane needs at least one env")
+        self.envs = envs
+        self.T = unroll_length
+        self.K = len(envs)
+        self.A = num_actions
+        self.frame_shape = envs[0].frame_shape
+        self.t = 0
+        self.finished: list[ChunkArrays] = []
+        self._policy_version: int | None = None
+        self._new_buffers()
+        for k, env in enumerate(envs):
+            self.frames[HISTORY, k] = env.reset()
+            self.first[HISTORY, k] = True
+
+    def _new_buffers(self, carry: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        T, K, A = self.T, self.K, self.A
+        self.frames = np.zeros((T + HISTORY + 1, K, *self.frame_shape), np.uint8)
+        self.first = np.zeros((T + HISTORY + 1, K), bool)
+        if carry is not None:  # the last 4 frames become the next chunk's history + first obs
+            self.frames[: HISTORY + 1], self.first[: HISTORY + 1] = carry
+        self.actions = np.zeros((T, K), np.uint8)
+        self.rewards = np.zeros((T, K), np.float32)
+        self.terminated = np.zeros((T, K), bool)
+        self.truncated = np.zeros((T, K), bool)
+        self.logits = np.zeros((T, K, A), np.float32)
+        self.finals: list[tuple[int, int, np.ndarray]] = []
+        self.episodes: list[EpisodeSummary] = []
+
+    def observe(self) -> torch.Tensor:
+        """Stacked observations for the current step: [K, 4, H, W] uint8."""
+        t = self.t
+        frames = torch.from_numpy(self.frames[t : t + STACK])  # [4, K, H, W]
+        first = torch.from_numpy(self.first[t : t + STACK])  # [4, K]
+        return stack_frames(frames, first)[0]  # [K, 4, H, W]
+
+    def act(self, actions: np.ndarray, logits: np.ndarray, policy_version: int) -> None:
+        """Record the behaviour policy's choice for the current step."""
+        self.actions[self.t] = actions  # action[t] follows frames[3+t]
+        self.logits[self.t] = logits
+        if self._policy_version is None:
+            self._policy_version = policy_version
+
+    def step(self) -> int:
+        """Step every env once with the recorded actions; returns agent steps taken (K).
+
+        Runs in a worker thread: touches only this lane's envs and buffers.
+        """
+        t = self.t
+        for k, env in enumerate(self.envs):
+            s = env.step(int(self.actions[t, k]))
+            self.rewards[t, k] = s.reward
+            self.terminated[t, k] = s.terminated
+            self.truncated[t, k] = s.truncated
+            nxt = HISTORY + t + 1  # frames[3+t+1] is the observation after action t
+            if s.episode is not None:
+                self.episodes.append(s.episode)
+                if s.truncated:  # bootstrap needs the real next frame, not the reset frame
+                    self.finals.append((t, k, s.frame.copy()))
+                self.frames[nxt, k] = env.reset()
+                self.first[nxt, k] = True
+            else:
+                self.frames[nxt, k] = s.frame
+        self.t += 1
+        if self.t == self.T:
+            self._finish()
+        return self.K
+
+    def _finish(self) -> None:
+        n = len(self.finals)
+        final_frames = np.zeros((n, *self.frame_shape), np.uint8)
+        final_index = np.zeros((n, 2), np.int32)
+        for j, (t, k, frame) in enumerate(self.finals):
+            final_frames[j] = frame
+            final_index[j] = (t, k)
+        self.finished.append(
+            ChunkArrays(
+                self.frames,
+                self.first,
+                self.actions,
+                self.rewards,
+                self.terminated,
+                self.truncated,
+                self.logits,
+                final_frames,
+                final_index,
+                self.episodes,
+                self._policy_version if self._policy_version is not None else 0,
+            )
+        )
+        carry = (self.frames[self.T :].copy(), self.first[self.T :].copy())
+        self._new_buffers(carry)
+        self.t = 0
+        self._policy_version = None
+
+    def take_finished(self) -> list[ChunkArrays]:
+        out, self.finished = self.finished, []
+        return out
+
+
+def split_lanes(
+    envs: list[FrameEnv], lanes: int, unroll_length: int, num_actions: int
+) -> list[Lane]:
+    """Split envs into `lanes` near-equal lanes (fewer if there are fewer envs)."""
+    lanes = max(1, min(lanes, len(envs)))
+    groups = [envs[i::lanes] for i in range(lanes)]
+    return [Lane(g, unroll_length, num_actions) for g in groups]
+
+
+def sample_actions(logits: torch.Tensor, greedy: bool = False) -> torch.Tensor:
+    """Actions [B] int64 from logits [B, A]: sampled, or the argmax when greedy."""
+    if greedy:
+        return logits.argmax(dim=-1)
+    return torch.multinomial(torch.softmax(logits, dim=-1), 1).squeeze(-1)

@@ -1,0 +1,5 @@
+import sys
+
+from learner.main import main
+
+sys.exit(main())

@@ -1,0 +1,80 @@
+"""Run directory ownership and atomic checkpoints.
+
+One run directory belongs to one learner: an exclusive flock on run_dir/.lock, held for the
+process's life, makes a second learner refuse to start. Checkpoints are written to a temp file in
+the same directory, fsynced, then renamed into place, so a crash never leaves a torn file; the
+`latest` file names the newest one and is replaced the same way. The newest `keep` are kept.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+
+class RunDirBusy(RuntimeError):
+    pass
+
+
+def lock_run_dir(run_dir: Path) -> int:
+    """Take the run directory for this process; RunDirBusy if another learner holds it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise RunDirBusy(
+            f"run dir {run_dir} is in use by another learner (pid {holder}); "
+            "stop it or pass another --run-dir"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+def _atomic_write(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def save(ckpt_dir: Path, state: dict[str, Any], policy_version: int, keep: int = 3) -> Path:
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    path = ckpt_dir / f"ckpt-{policy_version:010d}.pt"
+    _atomic_write(path, lambda f: torch.save(state, f))
+    _atomic_write(ckpt_dir / "latest", lambda f: f.write(path.name.encode() + b"\n"))
+    for old in sorted(ckpt_dir.glob("ckpt-*.pt"))[:-keep]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def latest_path(ckpt_dir: Path) -> Path | None:
+    pointer = ckpt_dir / "latest"
+    if pointer.exists():
+        path = ckpt_dir / pointer.read_text().strip()
+        if path.exists():
+            return path
+        log.warning("%s names %s, which is missing; using the newest file", pointer, path.name)
+    found = sorted(ckpt_dir.glob("ckpt-*.pt"))
+    return found[-1] if found else None
+
+
+def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    return torch.load(path, map_location=map_location, weights_only=True)

@@ -1,0 +1,124 @@
+"""The learner's configuration: one flat dataclass; flags and TOML come from common.config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from common.env import ACTION_SETS
+from common.model import ARCHS, ModelSpec
+
+
+def _f(default, help: str):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    run_dir: str = _f(
+        "runs/default", "run directory: config, checkpoints, metrics log (one learner each)"
+    )
+    run_id: str = _f("default", "training run name; actors must register with the same --run-id")
+    device: str = _f("auto", "auto | cpu | cuda | cuda:N (auto = CUDA when available)")
+    host: str = _f(
+        "127.0.0.1", "address to bind; actors connect to PORT (chunks) and PORT+1 (weights)"
+    )
+    port: int = _f(5555, "ROUTER port for actors; the weights PUB socket binds PORT+1")
+    metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
+    metrics_port: int = _f(9000, "port of the /metrics HTTP server (0 = off)")
+    action_set: str = _f("simple", "action set the actors use (fixes the number of actions)")
+    frame_size: int = _f(84, "observation size in pixels (square)")
+    arch: str = _f("nature", "network: nature | resnet")
+    unroll_length: int = _f(32, "agent steps per chunk (T); actors must match")
+    batch_chunks: int = _f(4, "chunks per update (each holds one actor lane's envs)")
+    learning_rate: float = _f(3e-4, "Adam learning rate")
+    adam_eps: float = _f(1e-5, "Adam epsilon")
+    discount: float = _f(0.99, "discount factor gamma")
+    reward_scale: float = _f(0.1, "rewards are multiplied by this before clipping")
+    reward_clip: float = _f(1.0, "clip scaled rewards to +-this (0 = off)")
+    baseline_cost: float = _f(0.5, "weight of the value loss")
+    entropy_cost: float = _f(0.01, "weight of the entropy bonus")
+    max_grad_norm: float = _f(40.0, "clip the global gradient norm to this")
+    clip_rho_threshold: float = _f(1.0, "V-trace rho-bar")
+    clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar for the policy-gradient advantage")
+    max_policy_lag: int = _f(50, "drop chunks whose policy is more than this many updates old")
+    queue_chunks: int = _f(32, "ingest queue capacity; a full queue stops granting credits")
+    credits_per_actor: int = _f(2, "chunks an actor may have in flight")
+    publish_every_updates: int = _f(1, "broadcast weights after this many updates ...")
+    publish_interval_s: float = _f(0.5, "... but no more often than this (bounds bandwidth)")
+    weights_dtype: str = _f("float32", "dtype of broadcast weights: float32 | float16")
+    checkpoint_interval_s: float = _f(300.0, "seconds between checkpoints (and one on SIGTERM)")
+    keep_checkpoints: int = _f(3, "newest checkpoints kept in run_dir/checkpoints")
+    heartbeat_interval_s: float = _f(1.0, "seconds between heartbeats to actors")
+    actor_timeout_s: float = _f(15.0, "forget an actor silent for this long and return its credits")
+    max_updates: int = _f(0, "stop after this many updates (0 = run until stopped)")
+    status_interval_s: float = _f(0.0, "print a one-line status to stderr this often (0 = off)")
+    seed: int = _f(0, "random seed")
+    log_level: str = _f("INFO", "logging level")
+
+    @property
+    def num_actions(self) -> int:
+        return len(ACTION_SETS.get(self.action_set, ()))
+
+    def model_spec(self) -> ModelSpec:
+        return ModelSpec(arch=self.arch, num_actions=self.num_actions, frame_size=self.frame_size)
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.action_set not in ACTION_SETS:
+            out.append(f"action_set must be one of {sorted(ACTION_SETS)}, got {self.action_set!r}")
+        if self.arch not in ARCHS:
+            out.append(f"arch must be one of {list(ARCHS)}, got {self.arch!r}")
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            out.append(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        if not 0 < self.port < 65535:
+            out.append(f"port must be in [1, 65534] (PORT+1 is used too), got {self.port}")
+        if not 0 <= self.metrics_port < 65536:
+            out.append(f"metrics_port must be in [0, 65535], got {self.metrics_port}")
+        positive_ints = (
+            "unroll_length",
+            "batch_chunks",
+            "queue_chunks",
+            "credits_per_actor",
+            "publish_every_updates",
+            "keep_checkpoints",
+            "frame_size",
+        )
+        for name in positive_ints:
+            if getattr(self, name) < 1:
+                out.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        positive = (
+            "learning_rate",
+            "adam_eps",
+            "reward_scale",
+            "max_grad_norm",
+            "heartbeat_interval_s",
+            "actor_timeout_s",
+            "checkpoint_interval_s",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                out.append(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in (
+            "reward_clip",
+            "baseline_cost",
+            "entropy_cost",
+            "publish_interval_s",
+            "status_interval_s",
+            "max_updates",
+            "max_policy_lag",
+        ):
+            if getattr(self, name) < 0:
+                out.append(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.discount <= 1:
+            out.append(f"discount must be in [0, 1], got {self.discount}")
+        if self.weights_dtype not in ("float32", "float16"):
+            out.append(f"weights_dtype must be float32 or float16, got {self.weights_dtype!r}")
+        if self.actor_timeout_s <= 2 * self.heartbeat_interval_s:
+            out.append("actor_timeout_s must exceed 2 x heartbeat_interval_s")
+        if self.queue_chunks < self.batch_chunks:
+            out.append(
+                f"queue_chunks ({self.queue_chunks}) must be >= batch_chunks ({self.batch_chunks})"
+            )
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            out.append(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
+        return out

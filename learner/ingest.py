@@ -1,0 +1,346 @@
+"""The learner's IO thread: owns both sockets, admits actors, validates chunks, grants credits.
+
+ROUTER on PORT: Register / Chunk / Heartbeat / WeightsRequest in; Credit / Refuse / Weights /
+Heartbeat out. PUB on PORT+1: weight broadcasts. Only this thread touches the sockets; the train
+loop takes chunks from a bounded queue and hands encoded weights over through `publish`.
+
+Credits bound the data in flight. Registration grants `credits_per_actor`; every chunk that
+arrives (accepted, stale or malformed) earns its sender one credit back, but only while the queue
+has room: a full queue owes the credits and pays them as the train loop drains it. So actors stop
+sending instead of the learner queueing without bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+import zmq
+
+from common import wire
+from common.metrics import LearnerMetrics
+
+log = logging.getLogger(__name__)
+
+
+class HostChunk(NamedTuple):
+    """A validated chunk copied out of the socket buffers into (pinned, on GPU hosts) tensors."""
+
+    frames: torch.Tensor  # [T+4, K, H, W] uint8
+    first: torch.Tensor  # [T+4, K] bool
+    actions: torch.Tensor  # [T, K] uint8
+    rewards: torch.Tensor  # [T, K] float32
+    terminated: torch.Tensor  # [T, K] bool
+    truncated: torch.Tensor  # [T, K] bool
+    logits: torch.Tensor  # [T, K, A] float32
+    final_frames: torch.Tensor  # [n, H, W] uint8
+    final_index: torch.Tensor  # [n, 2] int32 (t, k)
+    policy_version: int
+    send_time: float
+    frame_skip: int
+    payload_bytes: int
+
+
+@dataclass
+class ActorInfo:
+    identity: bytes
+    actor_id: int
+    instance_id: str
+    frame_skip: int
+    level: str
+    last_seen: float
+    owed: int = 0  # credits earned but not yet granted (queue full)
+    chunks: int = 0
+
+
+@dataclass
+class IngestSettings:
+    run_id: str
+    env_spec: dict  # fields every actor must match: action_set, frame_size
+    model_spec: dict
+    unroll_length: int
+    credits_per_actor: int
+    queue_chunks: int
+    max_policy_lag: int
+    heartbeat_interval_s: float
+    actor_timeout_s: float
+    pin_memory: bool = False
+    limits: wire.Limits = field(default_factory=lambda: wire.DEFAULT_LIMITS)
+
+
+def _tensor(a: np.ndarray, pin: bool) -> torch.Tensor:
+    t = torch.from_numpy(np.array(a))  # copy: decoded arrays are read-only views of zmq frames
+    return t.pin_memory() if pin else t
+
+
+class Ingest:
+    def __init__(
+        self,
+        settings: IngestSettings,
+        metrics: LearnerMetrics,
+        policy_version: Callable[[], int],
+        *,
+        host: str,
+        port: int,
+        context: zmq.Context | None = None,
+        socket_options: Callable[[zmq.Socket], None] | None = None,
+    ):
+        self.s = settings
+        self.metrics = metrics
+        self.policy_version = policy_version
+        self.ctx = context or zmq.Context.instance()
+        self.router = self.ctx.socket(zmq.ROUTER)
+        self.pub = self.ctx.socket(zmq.PUB)
+        for sock in (self.router, self.pub):
+            sock.setsockopt(zmq.LINGER, 0)
+            if socket_options:
+                socket_options(sock)
+        self.router.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        self.pub.setsockopt(zmq.SNDHWM, 8)
+        self.router.bind(f"tcp://{host}:{port}")
+        self.pub.bind(f"tcp://{host}:{port + 1}")
+        self.actors: dict[bytes, ActorInfo] = {}
+        self.queue: deque[HostChunk] = deque()
+        self.cond = threading.Condition()
+        self.episodes: deque[wire.EpisodeStats] = deque(maxlen=200)  # recent, for the status line
+        self._weights: list | None = None  # newest encoded Weights
+        self._to_publish: list | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._last_beat = 0.0
+        self.thread = threading.Thread(target=self._run, name="ingest", daemon=True)
+        metrics.ingest_queue_capacity.set(settings.queue_chunks)
+
+    # -- train-loop side -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(timeout=5)
+        self.router.close(linger=0)
+        self.pub.close(linger=0)
+
+    def publish(self, encoded_weights: list) -> None:
+        """Broadcast these encoded Weights and answer WeightsRequests with them from now on."""
+        with self._lock:
+            self._to_publish = encoded_weights
+
+    def take(self, n: int, timeout_s: float) -> list[HostChunk]:
+        """Up to n chunks; waits up to timeout_s for the first n to be available."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while len(self.queue) < n:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stop.is_set():
+                    break
+                self.cond.wait(left)
+            out = [self.queue.popleft() for _ in range(min(n, len(self.queue)))]
+        self.metrics.ingest_queue_depth.set(len(self.queue))
+        return out
+
+    # -- IO thread -----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.router, zmq.POLLIN)
+        while not self._stop.is_set():
+            try:
+                if poller.poll(20):
+                    for _ in range(64):  # bounded burst, then housekeeping
+                        try:
+                            frames = self.router.recv_multipart(copy=False, flags=zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        self._on_message(frames)
+                self._housekeeping()
+            except zmq.ZMQError as exc:
+                if self._stop.is_set():
+                    break
+                log.exception("ingest socket error: %s", exc)
+            except Exception:  # keep ingesting whatever one message did
+                log.exception("ingest: unexpected error handling a message")
+
+    def _send(self, identity: bytes, msg: wire.Message | list) -> None:
+        frames = msg if isinstance(msg, list) else wire.encode(msg)
+        try:
+            self.router.send_multipart([identity, *frames], copy=False, flags=zmq.NOBLOCK)
+        except zmq.Again:
+            log.debug("send to %r would block; dropped", identity)
+
+    def _housekeeping(self) -> None:
+        with self._lock:
+            pending, self._to_publish = self._to_publish, None
+        if pending is not None:
+            self._weights = pending
+            self.pub.send_multipart(pending, copy=False)
+            size = sum(memoryview(f).nbytes for f in pending)
+            self.metrics.weights_broadcast_bytes.inc(size)
+            self.metrics.weights_broadcasts.inc()
+        now = time.monotonic()
+        self._pay_owed()
+        if now - self._last_beat >= self.s.heartbeat_interval_s:
+            self._last_beat = now
+            beat = wire.encode(
+                wire.Heartbeat(sent_time=time.time(), policy_version=self.policy_version())
+            )
+            for identity, info in list(self.actors.items()):
+                if now - info.last_seen > self.s.actor_timeout_s:
+                    log.warning(
+                        "actor %d silent for %.0f s; forgotten", info.actor_id, now - info.last_seen
+                    )
+                    del self.actors[identity]
+                else:
+                    self._send(identity, beat)
+            self.metrics.actors_connected.set(len(self.actors))
+
+    def _room(self) -> bool:
+        return len(self.queue) < self.s.queue_chunks
+
+    def _pay_owed(self) -> None:
+        for identity, info in self.actors.items():
+            if info.owed and self._room():
+                self._send(
+                    identity, wire.Credit(credits=info.owed, policy_version=self.policy_version())
+                )
+                info.owed = 0
+
+    def _give_credit(self, info: ActorInfo) -> None:
+        if self._room() and not info.owed:
+            self._send(info.identity, wire.Credit(credits=1, policy_version=self.policy_version()))
+        else:
+            info.owed += 1
+
+    def _on_message(self, frames: list[Any]) -> None:
+        identity = frames[0].bytes
+        info = self.actors.get(identity)
+        try:
+            msg = wire.decode([f.buffer for f in frames[1:]], self.s.limits)
+        except wire.ProtocolError as exc:
+            self.metrics.reject("decode")
+            self.metrics.chunks.labels("rejected").inc()
+            log.warning("rejected a malformed message from %r: %s", identity, exc)
+            if info is not None:
+                info.last_seen = time.monotonic()
+                self._give_credit(info)  # it may have spent one on this message
+            return
+        if info is not None:
+            info.last_seen = time.monotonic()
+        if isinstance(msg, wire.Register):
+            self._on_register(identity, msg)
+        elif info is None:
+            if isinstance(msg, wire.Chunk):
+                self.metrics.chunks.labels("rejected").inc()
+            self.metrics.reject("unknown_actor")
+            self._send(identity, wire.Refuse(reason="unknown actor: register first", fatal=False))
+        elif isinstance(msg, wire.Chunk):
+            self._on_chunk(info, msg)
+        elif isinstance(msg, wire.WeightsRequest):
+            if self._weights is not None:
+                self._send(identity, self._weights)
+        elif isinstance(msg, wire.Heartbeat):
+            pass
+        else:
+            self.metrics.reject("other")
+
+    def _on_register(self, identity: bytes, msg: wire.Register) -> None:
+        problems = []
+        if msg.run_id != self.s.run_id:
+            problems.append(f"run_id is {msg.run_id!r} but the learner runs {self.s.run_id!r}")
+        for key, want in self.s.env_spec.items():
+            if msg.env_spec.get(key) != want:
+                problems.append(
+                    f"env {key} is {msg.env_spec.get(key)!r}, the learner expects {want!r}"
+                )
+        if msg.model_spec != self.s.model_spec:
+            problems.append(
+                f"model spec {msg.model_spec} differs from the learner's {self.s.model_spec}"
+            )
+        if msg.unroll_length != self.s.unroll_length:
+            problems.append(
+                f"unroll_length is {msg.unroll_length}, the learner expects {self.s.unroll_length}"
+            )
+        if problems:
+            self.metrics.reject("spec")
+            reason = "; ".join(problems)
+            log.warning("refused actor %d: %s", msg.actor_id, reason)
+            self._send(identity, wire.Refuse(reason=reason, fatal=True))
+            return
+        for other, info in list(self.actors.items()):
+            if info.actor_id == msg.actor_id and other != identity:
+                log.info(
+                    "actor %d re-registered (instance %s); old connection dropped",
+                    msg.actor_id,
+                    msg.instance_id[:8],
+                )
+                del self.actors[other]
+        level = str(msg.env_spec.get("level", "?"))
+        frame_skip = int(msg.env_spec.get("frame_skip", 1))
+        self.actors[identity] = ActorInfo(
+            identity, msg.actor_id, msg.instance_id, frame_skip, level, time.monotonic()
+        )
+        log.info("actor %d registered (%s, %d envs)", msg.actor_id, level, msg.num_envs)
+        self.metrics.actors_connected.set(len(self.actors))
+        self._send(
+            identity,
+            wire.Credit(credits=self.s.credits_per_actor, policy_version=self.policy_version()),
+        )
+
+    def _on_chunk(self, info: ActorInfo, chunk: wire.Chunk) -> None:
+        self.metrics.ingest_bytes.inc(chunk.payload_bytes)
+        for e in chunk.episodes:
+            self.metrics.observe_episode(e.level, e.outcome, e.episode_return, e.max_x, e.length)
+            self.episodes.append(e)
+        want_shape = (
+            self.s.unroll_length,
+            self.s.env_spec["frame_size"],
+            self.s.model_spec["num_actions"],
+        )
+        got_shape = (chunk.unroll_length, chunk.frame_shape[0], chunk.num_actions)
+        if got_shape != want_shape or chunk.frame_shape[0] != chunk.frame_shape[1]:
+            self.metrics.chunks.labels("rejected").inc()
+            self.metrics.reject("spec")
+            log.warning(
+                "chunk from actor %d has (T, frame, A) %s, expected %s",
+                info.actor_id,
+                got_shape,
+                want_shape,
+            )
+            self._give_credit(info)
+            return
+        lag = self.policy_version() - chunk.policy_version
+        if lag > self.s.max_policy_lag:
+            self.metrics.chunks.labels("stale").inc()
+            self._give_credit(info)
+            return
+        pin = self.s.pin_memory
+        host = HostChunk(
+            _tensor(chunk.frames, pin),
+            _tensor(chunk.first, pin),
+            _tensor(chunk.actions, pin),
+            _tensor(chunk.rewards, pin),
+            _tensor(chunk.terminated, pin),
+            _tensor(chunk.truncated, pin),
+            _tensor(chunk.logits, pin),
+            _tensor(chunk.final_frames, pin),
+            _tensor(chunk.final_index, pin),
+            chunk.policy_version,
+            chunk.send_time,
+            info.frame_skip,
+            chunk.payload_bytes,
+        )
+        info.chunks += 1
+        self.metrics.chunks.labels("accepted").inc()
+        with self.cond:
+            self.queue.append(host)
+            self.cond.notify()
+        self.metrics.ingest_queue_depth.set(len(self.queue))
+        self._give_credit(info)

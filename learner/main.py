@@ -1,0 +1,332 @@
+"""`python -m learner`: ingest chunks, train with V-trace, broadcast weights, checkpoint."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from common import config as config_io
+from common import wire
+from common.gpu import GpuCollector
+from common.metrics import LearnerMetrics, RateWindow, serve
+from common.model import ActorCritic
+from learner import checkpoint
+from learner.batching import collate
+from learner.config import LearnerConfig
+from learner.ingest import Ingest, IngestSettings
+from learner.update import Hyper, Learner
+
+log = logging.getLogger("learner")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(
+            f"learner: --device {name} asked for, but CUDA is not available; use --device cpu"
+        )
+    return torch.device(name)
+
+
+class Publisher:
+    """Serialises weight snapshots off the train loop and hands them to the IO thread."""
+
+    def __init__(self, ingest: Ingest, model_spec: dict, dtype: str, metrics: LearnerMetrics):
+        self.ingest = ingest
+        self.model_spec = model_spec
+        self.dtype = np.float16 if dtype == "float16" else np.float32
+        self._slot: tuple[int, dict[str, torch.Tensor]] | None = None
+        self._cond = threading.Condition()
+        self._stop = False
+        self.thread = threading.Thread(target=self._run, name="publisher", daemon=True)
+        self.thread.start()
+
+    def offer(self, version: int, model: torch.nn.Module) -> None:
+        snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}  # on-device copy
+        with self._cond:
+            self._slot = (version, snapshot)
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._slot is None and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                version, snapshot = self._slot
+                self._slot = None
+            tensors = {
+                k: v.cpu().numpy().astype(self.dtype, copy=False) for k, v in snapshot.items()
+            }
+            msg = wire.Weights(policy_version=version, tensors=tensors, model_spec=self.model_spec)
+            self.ingest.publish(wire.encode(msg))
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self.thread.join(timeout=5)
+
+
+class TrainLoop:
+    def __init__(self, cfg: LearnerConfig, metrics: LearnerMetrics):
+        self.cfg = cfg
+        self.metrics = metrics
+        self.stopping = threading.Event()
+        self.device = resolve_device(cfg.device)
+        self.run_dir = Path(cfg.run_dir)
+        self._lock_fd = checkpoint.lock_run_dir(self.run_dir)
+        config_io.write_resolved(cfg, self.run_dir / "config.json")
+        torch.manual_seed(cfg.seed)
+        self.model_spec = cfg.model_spec()
+        self.model = ActorCritic(self.model_spec).to(self.device)
+        optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps
+        )
+        hyper = Hyper(
+            discount=cfg.discount,
+            reward_scale=cfg.reward_scale,
+            reward_clip=cfg.reward_clip,
+            baseline_cost=cfg.baseline_cost,
+            entropy_cost=cfg.entropy_cost,
+            max_grad_norm=cfg.max_grad_norm,
+            clip_rho_threshold=cfg.clip_rho_threshold,
+            clip_pg_rho_threshold=cfg.clip_pg_rho_threshold,
+        )
+        self.learner = Learner(self.model, optimizer, hyper)
+        self.env_frames = 0
+        self.agent_steps = 0
+        self._resume()
+        metrics.set_build_info(str(self.device))
+        metrics.policy_version.set(self.learner.updates)
+        settings = IngestSettings(
+            run_id=cfg.run_id,
+            env_spec={"action_set": cfg.action_set, "frame_size": cfg.frame_size},
+            model_spec=self.model_spec.to_wire(),
+            unroll_length=cfg.unroll_length,
+            credits_per_actor=cfg.credits_per_actor,
+            queue_chunks=cfg.queue_chunks,
+            max_policy_lag=cfg.max_policy_lag,
+            heartbeat_interval_s=cfg.heartbeat_interval_s,
+            actor_timeout_s=cfg.actor_timeout_s,
+            pin_memory=self.device.type == "cuda",
+        )
+        self.ingest = Ingest(
+            settings, metrics, lambda: self.learner.updates, host=cfg.host, port=cfg.port
+        )
+        self.publisher = Publisher(
+            self.ingest, self.model_spec.to_wire(), cfg.weights_dtype, metrics
+        )
+        self.rate = RateWindow(30.0)
+
+    # ---- checkpoints ------------------------------------------------------------------------
+
+    def _resume(self) -> None:
+        path = checkpoint.latest_path(self.run_dir / "checkpoints")
+        if path is None:
+            log.info("no checkpoint in %s: starting fresh", self.run_dir)
+            return
+        state = checkpoint.load(path, self.device)
+        if state.get("model_spec") != self.model_spec.to_wire():
+            raise SystemExit(
+                f"learner: checkpoint {path} holds model {state.get('model_spec')}, but the config "
+                f"asks for {self.model_spec.to_wire()}; use another --run-dir or the matching --arch/--action-set"
+            )
+        self.model.load_state_dict(state["model"])
+        self.learner.optimizer.load_state_dict(state["optimizer"])
+        self.learner.updates = int(state["policy_version"])
+        self.env_frames = int(state["env_frames"])
+        self.agent_steps = int(state["agent_steps"])
+        self.metrics.updates.inc(self.learner.updates)
+        self.metrics.env_frames.inc(self.env_frames)
+        self.metrics.agent_steps.inc(self.agent_steps)
+        log.info("resumed from %s at policy version %d", path.name, self.learner.updates)
+
+    def save_checkpoint(self) -> Path:
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.learner.optimizer.state_dict(),
+            "policy_version": self.learner.updates,
+            "env_frames": self.env_frames,
+            "agent_steps": self.agent_steps,
+            "model_spec": self.model_spec.to_wire(),
+            "config": config_io.to_dict(self.cfg),
+            "saved_at": time.time(),
+        }
+        path = checkpoint.save(
+            self.run_dir / "checkpoints", state, self.learner.updates, self.cfg.keep_checkpoints
+        )
+        self.metrics.checkpoints.inc()
+        self.metrics.last_checkpoint_timestamp.set_to_current_time()
+        log.info("checkpoint %s", path.name)
+        return path
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def _take_batch(self) -> list | None:
+        chunks: list = []
+        while len(chunks) < self.cfg.batch_chunks:
+            if self.stopping.is_set():
+                return None
+            chunks += self.ingest.take(self.cfg.batch_chunks - len(chunks), timeout_s=0.2)
+        return chunks
+
+    def run(self) -> int:
+        cfg = self.cfg
+        self.ingest.start()
+        self.publisher.offer(self.learner.updates, self.model)
+        last_publish = last_ckpt = last_status = last_log = time.monotonic()
+        since_publish = 0
+        log.info(
+            "listening on %s:%d (weights on %d), device %s",
+            cfg.host,
+            cfg.port,
+            cfg.port + 1,
+            self.device,
+        )
+        while not self.stopping.is_set():
+            if cfg.max_updates and self.learner.updates >= cfg.max_updates:
+                log.info("reached max_updates=%d", cfg.max_updates)
+                break
+            wait_start = time.perf_counter()
+            chunks = self._take_batch()
+            if chunks is None:
+                break
+            compute_start = time.perf_counter()
+            self.metrics.wait_seconds.inc(compute_start - wait_start)
+            version, now = self.learner.updates, time.time()
+            for c in chunks:
+                self.metrics.policy_lag.observe(version - c.policy_version)
+                self.metrics.chunk_latency.observe(max(0.0, now - c.send_time))
+            batch = collate(chunks, self.device)
+            stats = self.learner.step(batch)
+            steps = batch.unroll_length * batch.num_sequences
+            frames = sum(c.actions.numel() * c.frame_skip for c in chunks)
+            self.agent_steps += steps
+            self.env_frames += frames
+            self.rate.add(steps)
+            elapsed = time.perf_counter() - compute_start
+            self.metrics.compute_seconds.inc(elapsed)
+            self.metrics.update_seconds.observe(elapsed)
+            self.metrics.updates.inc()
+            self.metrics.agent_steps.inc(steps)
+            self.metrics.env_frames.inc(frames)
+            self.metrics.samples.labels("fresh").inc(steps)
+            self.metrics.policy_version.set(self.learner.updates)
+            since_publish += 1
+            mono = time.monotonic()
+            if (
+                since_publish >= cfg.publish_every_updates
+                and mono - last_publish >= cfg.publish_interval_s
+            ):
+                self.publisher.offer(self.learner.updates, self.model)
+                last_publish, since_publish = mono, 0
+            if mono - last_log >= 2.0:  # reading the losses syncs with the device: not every update
+                self._record(stats)
+                last_log = mono
+            if mono - last_ckpt >= cfg.checkpoint_interval_s:
+                self.save_checkpoint()
+                last_ckpt = mono
+            if cfg.status_interval_s and mono - last_status >= cfg.status_interval_s:
+                self._status()
+                last_status = mono
+        return 0
+
+    def _record(self, stats) -> None:
+        m = self.metrics
+        loss = {k: float(getattr(stats, k)) for k in ("total_loss", "pg_loss", "baseline_loss")}
+        m.loss.labels("total").set(loss["total_loss"])
+        m.loss.labels("policy").set(loss["pg_loss"])
+        m.loss.labels("baseline").set(loss["baseline_loss"])
+        entropy = float(stats.entropy)
+        m.loss.labels("entropy").set(-entropy)
+        m.entropy.set(entropy)
+        m.grad_norm.set(float(stats.grad_norm))
+        sps = self.rate.rate()
+        m.agent_steps_per_second.set(sps)
+        m.samples_per_second.labels("fresh").set(sps)
+        eps = list(self.ingest.episodes)
+        row = {
+            "time": time.time(),
+            "updates": self.learner.updates,
+            "env_frames": self.env_frames,
+            "agent_steps": self.agent_steps,
+            "agent_steps_per_s": sps,
+            "mean_return": float(np.mean([e.episode_return for e in eps])) if eps else None,
+            "mean_max_x": float(np.mean([e.max_x for e in eps])) if eps else None,
+            "flag_rate": float(np.mean([e.flag for e in eps])) if eps else None,
+            "entropy": entropy,
+            "grad_norm": float(stats.grad_norm),
+            **loss,
+        }
+        with open(self.run_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def _status(self) -> None:
+        eps = list(self.ingest.episodes)[-100:]
+        ret = f"{np.mean([e.episode_return for e in eps]):7.1f}" if eps else "     -"
+        mx = f"{np.mean([e.max_x for e in eps]):6.0f}" if eps else "    -"
+        line = (
+            f"\r{self.rate.rate():7.0f} steps/s | updates {self.learner.updates:7d} | "
+            f"policy v{self.learner.updates} | actors {len(self.ingest.actors)} | "
+            f"return {ret} | max x {mx}   "
+        )
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+    def stop(self, *_: object) -> None:
+        self.stopping.set()
+
+    def close(self) -> None:
+        self.publisher.stop()
+        self.ingest.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = config_io.load(LearnerConfig, argv, prog="learner", description=__doc__ or "")
+    logging.basicConfig(
+        level=cfg.log_level.upper(), format="%(asctime)s learner %(levelname)s %(message)s"
+    )
+    metrics = LearnerMetrics()
+    try:
+        loop = TrainLoop(cfg, metrics)
+    except checkpoint.RunDirBusy as exc:
+        log.error("%s", exc)
+        return 1
+    if loop.device.type == "cuda":
+        gpu = GpuCollector.create()
+        if gpu is not None:
+            metrics.registry.register(gpu)
+    else:
+        log.info("GPU metrics off: the learner runs on %s", loop.device)
+    server = (
+        serve(metrics.registry, cfg.metrics_host, cfg.metrics_port) if cfg.metrics_port else None
+    )
+    if server:
+        log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, server.port)
+    signal.signal(signal.SIGTERM, loop.stop)
+    signal.signal(signal.SIGINT, loop.stop)
+    try:
+        return loop.run()
+    finally:
+        loop.save_checkpoint()
+        loop.close()
+        if server:
+            server.close()
+        if cfg.status_interval_s:
+            sys.stderr.write("\n")
+        log.info("stopped at policy version %d", loop.learner.updates)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
