@@ -30,3 +30,25 @@ lint: install
 
 bench: install
 	$(PY) scripts/bench.py
+
+# ---- running -----------------------------------------------------------------------------
+# N actors default to one per core but one (at least 1); ports: PORT (chunks), PORT+1 (weights).
+N ?= $(shell n=$$(nproc); echo $$(( n > 1 ? n - 1 : 1 )))
+RUN ?= runs/default
+PORT ?= 5555
+LEVEL ?= 1-1
+LEARNER ?= 127.0.0.1:$(PORT)
+LEARNER_ARGS ?=
+ACTOR_ARGS ?=
+
+.PHONY: learner actors train
+
+learner: install
+	$(PY) -m learner --run-dir $(RUN) --port $(PORT) --status-interval-s 2 $(LEARNER_ARGS)
+
+actors: install
+	$(PY) scripts/launch.py actors --n $(N) --learner $(LEARNER) --run-dir $(RUN) -- --level $(LEVEL) $(ACTOR_ARGS)
+
+train: install
+	$(PY) scripts/launch.py train --n $(N) --learner 127.0.0.1:$(PORT) --run-dir $(RUN) \
+		--learner-args "--device auto $(LEARNER_ARGS)" -- --level $(LEVEL) $(ACTOR_ARGS)

@@ -1,0 +1,262 @@
+"""Start local processes: `actors` (N actor processes) or `train` (a learner plus N actors).
+
+Used by `make actors N=16` and `make train`. Actor i gets --actor-id i and metrics port
+BASE+i; a Prometheus file_sd targets file lists them. Actors that die are restarted with backoff.
+Ctrl-C (or SIGTERM) stops every process: SIGTERM first, SIGKILL after --grace-s.
+
+`train` also prints a one-line status, read from the learner's /metrics endpoint, so it shows
+the same numbers as Prometheus and Grafana do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+PY = sys.executable
+
+
+class Proc:
+    def __init__(self, name: str, argv: list[str], log_path: Path | None):
+        self.name, self.argv, self.log_path = name, argv, log_path
+        self.popen: subprocess.Popen | None = None
+        self.restarts = 0
+        self.next_start = 0.0
+
+    def start(self) -> None:
+        out = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115 (child owns it)
+        self.popen = subprocess.Popen(
+            self.argv, stdout=out, stderr=subprocess.STDOUT if out else None
+        )
+        if out:
+            out.close()
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+
+def tail(path: Path | None, lines: int = 8) -> str:
+    if path is None or not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def actor_argv(i: int, args: argparse.Namespace, extra: list[str]) -> list[str]:
+    argv = [PY, "-m", "actor", "--actor-id", str(i), "--learner", args.learner]
+    if args.metrics_base_port:
+        argv += ["--metrics-port", str(args.metrics_base_port + i)]
+    return argv + extra
+
+
+def write_targets(path: Path, host: str, base: int, n: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    targets = [
+        {"targets": [f"{host}:{base + i}"], "labels": {"job": "mario-actor", "actor_id": str(i)}}
+        for i in range(n)
+    ]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(targets, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Flat {name{labels}: value} of a /metrics page; {} when unreachable."""
+    try:
+        with urllib.request.urlopen(url, timeout=1) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return {}
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            key = s.name + (
+                "{" + ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())) + "}"
+                if s.labels
+                else ""
+            )
+            out[key] = s.value
+    return out
+
+
+def _sum(m: dict[str, float], prefix: str) -> float:
+    return sum(v for k, v in m.items() if k == prefix or k.startswith(prefix + "{"))
+
+
+def status_line(now: dict[str, float], before: dict[str, float]) -> str:
+    """Steps/s, updates, policy version, actors, mean return and max x over the last interval."""
+
+    def delta_mean(name: str) -> str:
+        count = _sum(now, name + "_count") - _sum(before, name + "_count")
+        total = _sum(now, name + "_sum") - _sum(before, name + "_sum")
+        return f"{total / count:7.1f}" if count > 0 else "      -"
+
+    return (
+        f"{now.get('mario_learner_agent_steps_per_second', 0):7.0f} steps/s | "
+        f"updates {now.get('mario_learner_updates_total', 0):7.0f} | "
+        f"policy v{now.get('mario_policy_version', 0):.0f} | "
+        f"actors {now.get('mario_actors_connected', 0):.0f} | "
+        f"return {delta_mean('mario_episode_return')} | "
+        f"max x {delta_mean('mario_episode_max_x')}"
+    )
+
+
+def supervise(procs: list[Proc], args: argparse.Namespace, learner: Proc | None) -> int:
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    for p in procs:
+        p.start()
+    url = f"http://127.0.0.1:{args.learner_metrics_port}/metrics" if learner else None
+    before: dict[str, float] = {}
+    last_status = time.monotonic()
+    code = 0
+    while not stopping:
+        time.sleep(0.2)
+        if learner and not learner.alive():
+            print(
+                f"\nlearner exited with status {learner.popen.returncode}:\n{tail(learner.log_path)}",
+                file=sys.stderr,
+            )
+            code = learner.popen.returncode or 1
+            break
+        for p in procs:
+            if p is learner or p.alive():
+                continue
+            if p.popen.returncode == 2 and p.next_start == 0.0:  # refused its config: no retry
+                print(f"\n{p.name} refused to start:\n{tail(p.log_path)}", file=sys.stderr)
+                p.next_start = float("inf")
+                if all(q.next_start == float("inf") for q in procs if q is not learner):
+                    code = 2
+                    stopping = True
+                continue
+            if p.next_start == 0.0:  # just died: schedule a restart with backoff
+                wait = min(30.0, 2.0**p.restarts)
+                where = f" (log: {p.log_path})" if p.log_path else ""
+                print(
+                    f"\n{p.name} exited with status {p.popen.returncode}; restarting in {wait:.0f} s{where}",
+                    file=sys.stderr,
+                )
+                p.next_start = time.monotonic() + wait
+                p.restarts += 1
+            elif time.monotonic() >= p.next_start:
+                p.next_start = 0.0
+                p.start()
+        if url and time.monotonic() - last_status >= args.status_interval_s:
+            now = scrape(url)
+            if now:
+                sys.stderr.write("\r" + status_line(now, before) + "  ")
+                sys.stderr.flush()
+                before = now
+            last_status = time.monotonic()
+    print("\nstopping...", file=sys.stderr)
+    for p in procs:
+        if p.alive():
+            p.popen.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + args.grace_s
+    for p in procs:
+        if p.popen is None:
+            continue
+        try:
+            p.popen.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(f"{p.name} did not stop within {args.grace_s:.0f} s; killing it", file=sys.stderr)
+            p.popen.kill()
+            p.popen.wait()
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("mode", choices=["actors", "train"])
+    parser.add_argument(
+        "--n", type=int, default=max(1, (os.cpu_count() or 2) - 1), help="actor processes"
+    )
+    parser.add_argument(
+        "--learner", default="127.0.0.1:5555", help="learner HOST:PORT for the actors"
+    )
+    parser.add_argument(
+        "--run-dir", default="runs/default", help="learner run directory (train); logs go under it"
+    )
+    parser.add_argument(
+        "--metrics-base-port",
+        type=int,
+        default=9100,
+        help="actor i serves /metrics on BASE+i (0 = off)",
+    )
+    parser.add_argument(
+        "--learner-metrics-port", type=int, default=9000, help="learner /metrics port (train)"
+    )
+    parser.add_argument(
+        "--targets-file", default="runs/targets/actors.json", help="Prometheus file_sd targets file"
+    )
+    parser.add_argument(
+        "--status-interval-s", type=float, default=2.0, help="status line refresh (train)"
+    )
+    parser.add_argument(
+        "--grace-s", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL on stop"
+    )
+    parser.add_argument(
+        "--learner-args", default="", help="extra learner flags, one string (train)"
+    )
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    parser.epilog = "Flags after -- go to every actor (see python -m actor --help)."
+    args = parser.parse_args(argv)
+    if args.n < 1:
+        parser.error("--n must be >= 1")
+    run_dir = Path(args.run_dir)
+    logs = run_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    host, _, port = args.learner.rpartition(":")
+    procs: list[Proc] = []
+    learner = None
+    if args.mode == "train":
+        learner = Proc(
+            "learner",
+            [
+                PY,
+                "-m",
+                "learner",
+                "--run-dir",
+                str(run_dir),
+                "--host",
+                host,
+                "--port",
+                port,
+                "--metrics-port",
+                str(args.learner_metrics_port),
+                *args.learner_args.split(),
+            ],
+            logs / "learner.log",
+        )
+        procs.append(learner)
+    for i in range(args.n):
+        procs.append(Proc(f"actor {i}", actor_argv(i, args, extra), logs / f"actor-{i}.log"))
+    if args.metrics_base_port:
+        write_targets(Path(args.targets_file), "127.0.0.1", args.metrics_base_port, args.n)
+    print(
+        f"{args.mode}: {'learner + ' if learner else ''}{args.n} actors; logs in {logs}/; Ctrl-C stops",
+        file=sys.stderr,
+    )
+    return supervise(procs, args, learner)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
