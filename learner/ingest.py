@@ -80,6 +80,24 @@ def _tensor(a: np.ndarray, pin: bool) -> torch.Tensor:
     return t.pin_memory() if pin else t
 
 
+def to_host(chunk: wire.Chunk, frame_skip: int, pin: bool) -> HostChunk:
+    return HostChunk(
+        _tensor(chunk.frames, pin),
+        _tensor(chunk.first, pin),
+        _tensor(chunk.actions, pin),
+        _tensor(chunk.rewards, pin),
+        _tensor(chunk.terminated, pin),
+        _tensor(chunk.truncated, pin),
+        _tensor(chunk.logits, pin),
+        _tensor(chunk.final_frames, pin),
+        _tensor(chunk.final_index, pin),
+        chunk.policy_version,
+        chunk.send_time,
+        frame_skip,
+        chunk.payload_bytes,
+    )
+
+
 class Ingest:
     def __init__(
         self,
@@ -321,22 +339,7 @@ class Ingest:
             self.metrics.chunks.labels("stale").inc()
             self._give_credit(info)
             return
-        pin = self.s.pin_memory
-        host = HostChunk(
-            _tensor(chunk.frames, pin),
-            _tensor(chunk.first, pin),
-            _tensor(chunk.actions, pin),
-            _tensor(chunk.rewards, pin),
-            _tensor(chunk.terminated, pin),
-            _tensor(chunk.truncated, pin),
-            _tensor(chunk.logits, pin),
-            _tensor(chunk.final_frames, pin),
-            _tensor(chunk.final_index, pin),
-            chunk.policy_version,
-            chunk.send_time,
-            info.frame_skip,
-            chunk.payload_bytes,
-        )
+        host = to_host(chunk, info.frame_skip, self.s.pin_memory)
         info.chunks += 1
         self.metrics.chunks.labels("accepted").inc()
         with self.cond:

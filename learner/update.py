@@ -88,7 +88,14 @@ def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
     return r
 
 
-def loss_and_stats(model: ActorCritic, batch: Batch, hyper: Hyper):
+class Forward(NamedTuple):
+    logits: torch.Tensor  # [T+1, N, A] target policy, with gradient
+    values: torch.Tensor  # [T+1, N] with gradient
+    final_values: torch.Tensor  # [N] detached
+    vtrace: vtrace.VTraceFromLogitsReturns  # targets [T, N], detached
+
+
+def forward_and_targets(model: ActorCritic, batch: Batch, hyper: Hyper) -> Forward:
     T, N = batch.unroll_length, batch.num_sequences
     # ---- forward: all T+1 stacks of every sequence, plus each sequence's final stack ----------
     stacks = stack_frames(batch.frames, batch.first)  # [T+1, N, 4, H, W]
@@ -103,9 +110,11 @@ def loss_and_stats(model: ActorCritic, batch: Batch, hyper: Hyper):
     ended = batch.terminated | batch.truncated  # [T, N]
     discounts = (~ended).float() * discount  # [T, N]
     steps = torch.arange(T, device=values.device)[:, None]  # [T, 1]
+    # The value of the real next frame after truncated step t (the sequence's final frame);
+    # V(x_t) stands in should an env ever be cut twice in one chunk.
     next_value = torch.where(
         steps == batch.final_t[None, :], final_values[None, :], values[:T].detach()
-    )
+    )  # [T, N]
     rewards = shape_rewards(batch.rewards, hyper)  # [T, N]
     rewards = rewards + discount * batch.truncated.float() * next_value  # r_t + g V(x_final)
 
@@ -121,14 +130,22 @@ def loss_and_stats(model: ActorCritic, batch: Batch, hyper: Hyper):
         clip_rho_threshold=hyper.clip_rho_threshold,
         clip_pg_rho_threshold=hyper.clip_pg_rho_threshold,
     )
+    return Forward(logits, values, final_values, vt)
 
+
+def loss_and_stats(model: ActorCritic, batch: Batch, hyper: Hyper):
+    T = batch.unroll_length
+    fwd = forward_and_targets(model, batch, hyper)
+    vt, values = fwd.vtrace, fwd.values
     # ---- the three losses, weighted per sequence (replay importance weights) -----------------
     w = batch.weights[None, :]  # [1, N]
     pg_loss = -(vt.target_action_log_probs * vt.pg_advantages * w).mean()
     baseline_loss = 0.5 * ((vt.vs - values[:T]) ** 2 * w).mean()
-    log_probs = F.log_softmax(logits[:T], dim=-1)  # [T, N, A]
+    log_probs = F.log_softmax(fwd.logits[:T], dim=-1)  # [T, N, A]
     entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
     total = pg_loss + hyper.baseline_cost * baseline_loss - hyper.entropy_cost * entropy
+    # Priority of a sequence: its mean absolute V-trace error |v_s - V(x_s)|, the part of the
+    # data the value function has not learned yet (the analogue of PER's |TD error|).
     priorities = (vt.vs - values[:T].detach()).abs().mean(dim=0)  # [N]
     return total, pg_loss, baseline_loss, entropy, priorities
 

@@ -1,0 +1,95 @@
+"""What the learner trains on is what the actor's policy saw.
+
+Real envs step in actor lanes; their chunks go through the wire format and the learner's host
+conversion and batching; the stacks the learner rebuilds at every step must equal the stacks the
+actor fed its policy, across episode ends (deaths, truncations) and chunk boundaries.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from actor.config import ActorConfig
+from actor.main import to_wire_chunk
+from actor.rollout import Lane
+from common import wire
+from common.env import EnvSpec, FrameEnv
+from common.stacking import stack_frames
+from learner.batching import collate
+from learner.ingest import to_host
+from learner.update import final_stacks
+
+
+def run_lane(spec: EnvSpec, num_envs: int, T: int, chunks: int, seed: int):
+    """Random play; returns the finished chunks and, per chunk, the stacks fed to the policy."""
+    rng = np.random.default_rng(seed)
+    envs = [FrameEnv(spec) for _ in range(num_envs)]
+    lane = Lane(envs, T, envs[0].num_actions)
+    seen = []  # per chunk: [T, K, 4, H, W]
+    out = []
+    for _ in range(chunks):
+        fed = []
+        for _t in range(T):
+            obs = lane.observe().clone()  # [K, 4, H, W]
+            fed.append(obs)
+            actions = rng.integers(0, lane.A, size=num_envs)
+            lane.act(actions, np.zeros((num_envs, lane.A), np.float32), 0)
+            lane.step()
+        seen.append(torch.stack(fed))
+        out += lane.take_finished()
+    return out, seen
+
+
+def test_learner_stacks_equal_actor_stacks():
+    cfg = ActorConfig(level="tests.fakes:Corridor-v0", frame_skip=1, unroll_length=7)
+    spec = EnvSpec(level=cfg.level, frame_skip=1, no_progress_steps=9)
+    finished, seen = run_lane(spec, num_envs=3, T=7, chunks=12, seed=0)
+    assert len(finished) == 12
+    ended = sum(int(c.terminated.sum() + c.truncated.sum()) for c in finished)
+    truncations = sum(int(c.truncated.sum()) for c in finished)
+    assert ended > 5 and truncations > 0, "the test must cross episode ends of both kinds"
+    for i, arrays in enumerate(finished):
+        chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", i, arrays)))
+        batch = collate([to_host(chunk, 1, pin=False)], torch.device("cpu"))
+        rebuilt = stack_frames(batch.frames, batch.first)  # [T+1, K, 4, H, W]
+        torch.testing.assert_close(rebuilt[:7], seen[i], rtol=0, atol=0)
+        if i + 1 < len(seen):  # the bootstrap stack is the next chunk's first observation
+            torch.testing.assert_close(rebuilt[7], seen[i + 1][0], rtol=0, atol=0)
+
+
+def test_final_stack_is_the_real_next_observation():
+    """After a truncated step the learner's final stack is the last 3 frames + the final frame."""
+    spec = EnvSpec(level="tests.fakes:Corridor-v0", frame_skip=1, no_progress_steps=5)
+    envs = [FrameEnv(spec)]
+    lane = Lane(envs, 8, envs[0].num_actions)
+    for _ in range(8):
+        lane.act(np.array([0]), np.zeros((1, 7), np.float32), 0)  # NOOP: no progress
+        lane.step()
+    (arrays,) = lane.take_finished()
+    (t, k), final = arrays.final_index[0], arrays.final_frames[0]
+    assert t == 4 and k == 0  # five NOOPs without progress: cut after the fifth step
+    cfg = ActorConfig(level=spec.level, frame_skip=1, unroll_length=8)
+    chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", 0, arrays)))
+    batch = collate([to_host(chunk, 1, pin=False)], torch.device("cpu"))
+    got = final_stacks(batch)[0]  # [4, H, W]
+    expected = np.stack(
+        [arrays.frames[3 + t - 2, 0], arrays.frames[3 + t - 1, 0], arrays.frames[3 + t, 0], final]
+    )
+    np.testing.assert_array_equal(got.numpy(), expected)
+    assert batch.final_t.tolist() == [4]
+    assert arrays.first[3 + t + 1, 0]  # the slot after the cut holds the next episode's frame
+
+
+@pytest.mark.slow
+def test_mario_stacks_across_deaths_and_chunks():
+    cfg = ActorConfig(unroll_length=16)
+    spec = EnvSpec(no_progress_steps=16)
+    finished, seen = run_lane(spec, num_envs=2, T=16, chunks=8, seed=1)
+    assert sum(int(c.terminated.sum() + c.truncated.sum()) for c in finished) > 0
+    for i, arrays in enumerate(finished):
+        chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", i, arrays)))
+        batch = collate([to_host(chunk, 4, pin=False)], torch.device("cpu"))
+        rebuilt = stack_frames(batch.frames, batch.first)
+        torch.testing.assert_close(rebuilt[:16], seen[i], rtol=0, atol=0)

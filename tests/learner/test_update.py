@@ -1,0 +1,116 @@
+"""The learner's update: bootstrapping at truncation vs termination, and that it learns."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from common.model import ActorCritic, ModelSpec
+from common.stacking import stack_frames
+from learner.update import Batch, Hyper, Learner, forward_and_targets, loss_and_stats
+
+H = W = 84
+A = 7
+
+
+def make_batch(T: int, N: int, *, terminated=None, truncated=None, final_t=None, seed=0) -> Batch:
+    g = torch.Generator().manual_seed(seed)
+    frames = torch.randint(0, 256, (T + 4, N, H, W), dtype=torch.uint8, generator=g)
+    first = torch.zeros(T + 4, N, dtype=torch.bool)
+    first[3] = True
+    term = torch.zeros(T, N, dtype=torch.bool) if terminated is None else terminated
+    trunc = torch.zeros(T, N, dtype=torch.bool) if truncated is None else truncated
+    first[4:] = term | trunc  # the frame after an episode end starts the next episode
+    return Batch(
+        frames=frames,
+        first=first,
+        actions=torch.randint(0, A, (T, N), generator=g),
+        rewards=torch.randn(T, N, generator=g) * 5,
+        terminated=term,
+        truncated=trunc,
+        behaviour_logits=torch.zeros(T, N, A),
+        final_frames=torch.randint(0, 256, (N, H, W), dtype=torch.uint8, generator=g),
+        final_t=torch.full((N,), -1) if final_t is None else final_t,
+        weights=torch.ones(N),
+    )
+
+
+def on_policy(model: ActorCritic, batch: Batch) -> Batch:
+    """The same batch with behaviour logits equal to the model's own (rho = 1)."""
+    with torch.no_grad():
+        stacks = stack_frames(batch.frames, batch.first)[:-1]  # [T, N, 4, H, W]
+        logits = model(stacks.flatten(0, 1)).logits.view(*stacks.shape[:2], A)
+    return batch._replace(behaviour_logits=logits)
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    return ActorCritic(ModelSpec(num_actions=A))
+
+
+HYPER = Hyper(discount=0.9, reward_scale=0.5, reward_clip=0.0)
+
+
+def value_of(model: ActorCritic, stack: torch.Tensor) -> float:
+    with torch.no_grad():
+        return float(model(stack[None]).value[0])
+
+
+def test_truncation_bootstraps_from_the_final_frame(model):
+    b = on_policy(
+        model, make_batch(1, 1, truncated=torch.tensor([[True]]), final_t=torch.tensor([0]))
+    )
+    vs = forward_and_targets(model, b, HYPER).vtrace.vs  # [1, 1]
+    zero = torch.zeros_like(b.frames[0, 0])  # frames 1, 2 precede the episode start at frame 3
+    final = torch.stack([zero, zero, b.frames[3, 0], b.final_frames[0]])
+    expected = 0.5 * float(b.rewards[0, 0]) + 0.9 * value_of(model, final)
+    assert float(vs[0, 0]) == pytest.approx(expected, rel=1e-5, abs=1e-5)
+
+
+def test_termination_does_not_bootstrap(model):
+    b = on_policy(model, make_batch(1, 1, terminated=torch.tensor([[True]])))
+    vs = forward_and_targets(model, b, HYPER).vtrace.vs
+    assert float(vs[0, 0]) == pytest.approx(0.5 * float(b.rewards[0, 0]), rel=1e-6)
+
+
+def test_chunk_boundary_bootstraps_from_the_next_frame(model):
+    b = on_policy(model, make_batch(1, 1))
+    vs = forward_and_targets(model, b, HYPER).vtrace.vs
+    nxt = stack_frames(b.frames, b.first)[1, 0]  # stack of frames[1:5]
+    expected = 0.5 * float(b.rewards[0, 0]) + 0.9 * value_of(model, nxt)
+    assert float(vs[0, 0]) == pytest.approx(expected, rel=1e-5, abs=1e-5)
+
+
+def test_final_frame_matters_only_where_truncated(model):
+    b = make_batch(
+        4,
+        2,
+        truncated=torch.tensor([[False, False], [True, False], [False, False], [False, False]]),
+        final_t=torch.tensor([1, -1]),
+    )
+    other = b._replace(final_frames=torch.zeros_like(b.final_frames))
+    v1 = forward_and_targets(model, b, HYPER).vtrace.vs
+    v2 = forward_and_targets(model, other, HYPER).vtrace.vs
+    assert not torch.allclose(v1[:2, 0], v2[:2, 0])  # sequence 0: steps up to the cut change
+    torch.testing.assert_close(v1[2:, 0], v2[2:, 0])  # after the cut: a new episode
+    torch.testing.assert_close(v1[:, 1], v2[:, 1])  # sequence 1 has no truncation
+
+
+def test_reward_scale_and_clip(model):
+    b = on_policy(model, make_batch(1, 1, terminated=torch.tensor([[True]])))
+    b = b._replace(rewards=torch.tensor([[40.0]]))
+    vs = forward_and_targets(model, b, Hyper(reward_scale=0.1, reward_clip=1.0)).vtrace.vs
+    assert float(vs[0, 0]) == pytest.approx(1.0)
+
+
+def test_step_learns_a_fixed_batch(model):
+    batch = make_batch(4, 2, seed=3)
+    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-3), Hyper())
+    first = float(loss_and_stats(model, batch, Hyper())[2])  # baseline loss
+    for _ in range(20):
+        stats = learner.step(batch)
+    assert learner.updates == 20
+    assert float(stats.baseline_loss) < 0.5 * first
+    assert stats.priorities.shape == (2,) and bool((stats.priorities >= 0).all())
+    assert torch.isfinite(stats.grad_norm)
