@@ -30,7 +30,7 @@ class LearnerConfig:
     arch: str = _f("nature", "network: nature | resnet")
     unroll_length: int = _f(32, "agent steps per chunk (T); actors must match")
     batch_chunks: int = _f(4, "chunks per update (each holds one actor lane's envs)")
-    learning_rate: float = _f(3e-4, "Adam learning rate")
+    learning_rate: float = _f(2e-4, "Adam learning rate")
     adam_eps: float = _f(1e-5, "Adam epsilon")
     discount: float = _f(0.99, "discount factor gamma")
     reward_scale: float = _f(0.1, "rewards are multiplied by this before clipping")

@@ -106,8 +106,9 @@ def test_reward_scale_and_clip(model):
 
 def test_step_learns_a_fixed_batch(model):
     batch = make_batch(4, 2, seed=3)
-    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-3), Hyper())
-    first = float(loss_and_stats(model, batch, Hyper())[2])  # baseline loss
+    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-4), Hyper())
+    with torch.no_grad():
+        first = float(loss_and_stats(model, batch, Hyper())[2])  # baseline loss
     for _ in range(20):
         stats = learner.step(batch)
     assert learner.updates == 20
