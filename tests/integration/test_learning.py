@@ -1,0 +1,94 @@
+"""A learner and 2 actor processes over loopback learn the image-based Corridor env.
+
+The goal side changes every episode and shows only in the image, so the policy must read the
+frames it is given: a broken stack, an off-by-one between frames and actions, or a wrong sign in
+the update keeps the return at a random policy's level.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from common.env import EnvSpec, FrameEnv
+from tests import procs
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+LEVEL = "tests.fakes:Corridor-v0"
+FRAME_BUDGET = 400_000  # env frames within which the policy must have learned (1 frame per step)
+
+
+def random_policy_return(episodes: int = 300) -> float:
+    env = FrameEnv(EnvSpec(level=LEVEL, frame_skip=1, no_progress_steps=20))
+    rng = np.random.default_rng(0)
+    returns = []
+    for _ in range(episodes):
+        env.reset()
+        while (step := env.step(int(rng.integers(7)))).episode is None:
+            pass
+        returns.append(step.episode.episode_return)
+    return float(np.mean(returns))
+
+
+def test_two_actor_processes_learn_corridor(tmp_path):
+    baseline = random_policy_return()
+    target = max(1.5, baseline + 1.0)  # optimal is 1.8 (8 steps of 0.1, then +1)
+    port, mport = procs.free_port(2), procs.free_port()
+    run = tmp_path / "run"
+    learner = procs.learner(
+        run,
+        port,
+        mport,
+        "--unroll-length",
+        "16",
+        "--batch-chunks",
+        "4",
+        "--reward-scale",
+        "1",
+        "--reward-clip",
+        "0",
+        "--discount",
+        "0.95",
+        "--learning-rate",
+        "5e-4",
+    )
+    actor_args = [
+        "--level",
+        LEVEL,
+        "--frame-skip",
+        "1",
+        "--no-progress-steps",
+        "20",
+        "--unroll-length",
+        "16",
+        "--num-envs",
+        "4",
+    ]
+    actors = [procs.actor(tmp_path, port, i, procs.free_port(), *actor_args) for i in range(2)]
+    everyone = [learner, *actors]
+    rows: list[dict] = []
+
+    def learned() -> bool:
+        log = run / "metrics.jsonl"
+        if log.exists():
+            rows[:] = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        if rows and rows[-1]["env_frames"] > FRAME_BUDGET:
+            raise AssertionError(f"not learned within {FRAME_BUDGET} frames: {rows[-1]}")
+        return bool(rows) and (rows[-1]["mean_return"] or 0) >= target
+
+    try:
+        procs.wait_until(
+            f"mean return >= {target:.2f} (random policy: {baseline:.2f})", learned, 300, everyone
+        )
+    finally:
+        for p in everyone:
+            p.stop()
+    last = rows[-1]
+    print(
+        f"random {baseline:.2f} -> learned {last['mean_return']:.2f} after {last['env_frames']} frames, "
+        f"{last['updates']} updates"
+    )
+    assert last["mean_return"] >= target > baseline

@@ -1,0 +1,106 @@
+"""Learner + 2 Mario actor processes: training, broadcasts, checkpoints, crashes and restarts."""
+
+from __future__ import annotations
+
+import pytest
+
+from learner import checkpoint
+from tests import procs
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+LEARNER_ARGS = [
+    "--unroll-length",
+    "16",
+    "--batch-chunks",
+    "2",
+    "--checkpoint-interval-s",
+    "3",
+    "--heartbeat-interval-s",
+    "0.5",
+    "--actor-timeout-s",
+    "4",
+]
+ACTOR_ARGS = [
+    "--level",
+    "1-1",
+    "--num-envs",
+    "2",
+    "--unroll-length",
+    "16",
+    "--heartbeat-interval-s",
+    "0.5",
+    "--learner-timeout-s",
+    "3",
+    "--reconnect-backoff-max-s",
+    "2",
+]
+
+
+def test_train_survive_actor_kill_and_resume_after_learner_restart(tmp_path):
+    port, lport = procs.free_port(2), procs.free_port()
+    aports = [procs.free_port(), procs.free_port()]
+    run = tmp_path / "run"
+    learner = procs.learner(run, port, lport, *LEARNER_ARGS)
+    actors = [procs.actor(tmp_path, port, i, aports[i], *ACTOR_ARGS) for i in range(2)]
+    started = [learner, *actors]
+    lm = lambda: procs.scrape(lport)  # noqa: E731
+    try:
+        # -- training through the real path -------------------------------------------------
+        procs.wait_until(
+            "10 updates", lambda: lm().get("mario_learner_updates_total", 0) >= 10, 180, started
+        )
+        for i, ap in enumerate(aports):  # each actor plays a policy the learner broadcast
+            procs.wait_until(
+                f"actor {i} on a broadcast policy",
+                lambda ap=ap: procs.scrape(ap).get("mario_actor_policy_version", 0) >= 1,
+                30,
+                started,
+            )
+        procs.wait_until(
+            "a checkpoint",
+            lambda: checkpoint.latest_path(run / "checkpoints") is not None,
+            30,
+            started,
+        )
+
+        # -- kill -9 one actor: the learner trains on with the other ------------------------
+        actors[0].kill9()
+        procs.wait_until(
+            "the learner to forget the dead actor",
+            lambda: lm().get("mario_actors_connected", 2) == 1,
+            30,
+            [learner, actors[1]],
+        )
+        before = lm()["mario_learner_updates_total"]
+        procs.wait_until(
+            "updates from the surviving actor",
+            lambda: lm().get("mario_learner_updates_total", 0) >= before + 5,
+            60,
+            [learner, actors[1]],
+        )
+
+        # -- stop the learner, start it again on the same run dir -----------------------------
+        assert learner.stop() == 0, learner.output()[-2000:]
+        saved = checkpoint.load(checkpoint.latest_path(run / "checkpoints"))
+        version = saved["policy_version"]
+        assert version >= before + 5
+        sent_before = procs.scrape(aports[1])["mario_actor_chunks_sent_total"]
+        learner = procs.learner(run, port, lport, *LEARNER_ARGS)
+        started = [learner, actors[1]]
+        procs.wait_until("the restarted learner's metrics", lambda: bool(lm()), 60, started)
+        assert lm()["mario_policy_version"] >= version  # resumed, not restarted from zero
+        assert "resumed from" in learner.output()
+        procs.wait_until(
+            "the surviving actor to reconnect and stream",
+            lambda: lm().get("mario_learner_updates_total", 0) >= version + 5,
+            90,
+            started,
+        )
+        am = procs.scrape(aports[1])
+        assert am["mario_actor_reconnects_total"] >= 1
+        assert am["mario_actor_chunks_sent_total"] > sent_before
+        assert lm()["mario_actors_connected"] == 1
+    finally:
+        for p in started:
+            p.stop()

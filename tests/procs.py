@@ -1,0 +1,137 @@
+"""Real processes for integration tests: free ports, learner/actor launchers, /metrics scraping."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port(span: int = 1) -> int:
+    """A port P on 127.0.0.1 such that P .. P+span-1 were all free just now."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + span >= 65535:
+            continue
+        ok = True
+        for extra in range(1, span):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port + extra))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return port
+    raise RuntimeError("no free port range found")
+
+
+class Proc:
+    """A child process with its output in a log file; stopped (then killed) on `stop`."""
+
+    def __init__(self, argv: list[str], log: Path):
+        self.argv, self.log = argv, log
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(log, "ab") as out:
+            self.popen = subprocess.Popen(
+                argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env
+            )
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, timeout_s: float = 10.0) -> int:
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        return self.popen.returncode
+
+    def kill9(self) -> None:
+        self.popen.send_signal(signal.SIGKILL)
+        self.popen.wait()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def learner(run_dir: Path, port: int, metrics_port: int, *args: str) -> Proc:
+    argv = [
+        sys.executable,
+        "-m",
+        "learner",
+        "--run-dir",
+        str(run_dir),
+        "--port",
+        str(port),
+        "--metrics-port",
+        str(metrics_port),
+        "--device",
+        "cpu",
+        *args,
+    ]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return Proc(argv, run_dir.parent / f"{run_dir.name}-learner.log")
+
+
+def actor(log_dir: Path, port: int, actor_id: int, metrics_port: int, *args: str) -> Proc:
+    argv = [
+        sys.executable,
+        "-m",
+        "actor",
+        "--learner",
+        f"127.0.0.1:{port}",
+        "--actor-id",
+        str(actor_id),
+        "--metrics-port",
+        str(metrics_port),
+        *args,
+    ]
+    return Proc(argv, log_dir / f"actor-{actor_id}.log")
+
+
+def scrape(port: int) -> dict[str, float]:
+    """{name or name{k=v,...}: value} from http://127.0.0.1:port/metrics; {} if unreachable."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return out
+
+
+def wait_until(
+    what: str, check: Callable[[], bool], timeout_s: float, procs: list[Proc] = ()
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        for p in procs:
+            if not p.alive():
+                raise AssertionError(
+                    f"{p.argv[2]} exited ({p.popen.returncode}) while waiting for {what}:\n{p.output()[-3000:]}"
+                )
+        time.sleep(0.5)
+    logs = "\n".join(f"--- {p.log}\n{p.output()[-2000:]}" for p in procs)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}\n{logs}")

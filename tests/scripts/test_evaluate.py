@@ -1,0 +1,203 @@
+"""scripts/evaluate.py: stacking as in training, the best-episode video, summary.json, refusals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import av
+import numpy as np
+import pytest
+import torch
+
+from common.env import EnvSpec, EpisodeSummary, FrameEnv
+from common.model import ActorCritic, ModelSpec
+from learner import checkpoint
+from scripts import evaluate
+
+ROOT = Path(__file__).resolve().parents[2]
+CORRIDOR = "tests.fakes:Corridor-v0"
+
+
+def make_run(run_dir: Path, *, action_set: str = "simple", num_actions: int = 7) -> Path:
+    """A run dir holding one checkpoint shaped like the learner's, from an untrained network."""
+    torch.manual_seed(0)
+    model = ActorCritic(ModelSpec(num_actions=num_actions))
+    state = {
+        "model": model.state_dict(),
+        "optimizer": torch.optim.Adam(model.parameters()).state_dict(),
+        "policy_version": 42,
+        "env_frames": 4096,
+        "agent_steps": 1024,
+        "model_spec": model.spec.to_wire(),
+        "config": {"action_set": action_set, "frame_size": 84, "arch": "nature"},
+        "saved_at": 0.0,
+    }
+    return checkpoint.save(run_dir / "checkpoints", state, 42)
+
+
+class Video(NamedTuple):
+    frames: list[np.ndarray]  # decoded, [H, W, 3] uint8 each
+    codec: str
+    pix_fmt: str
+    fps: float
+
+
+def read_video(path: Path) -> Video:
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+        ctx = stream.codec_context
+        return Video(frames, ctx.name, ctx.pix_fmt, float(stream.average_rate))
+
+
+def episode(max_x: int, ret: float, flag: bool = False) -> EpisodeSummary:
+    return EpisodeSummary("1-1", ret, 10, max_x, flag, "flag" if flag else "death")
+
+
+# ---- pure parts -----------------------------------------------------------------------------
+
+
+def test_frame_ring_masks_the_previous_episode_like_training():
+    ring = evaluate.FrameRing((2, 2))
+    for v in (1, 2, 3):
+        ring.push(np.full((2, 2), v, np.uint8), first=v == 1)
+    ring.push(np.full((2, 2), 9, np.uint8), first=True)  # a new episode starts
+    obs = ring.observe()  # [1, 4, 2, 2]
+    assert obs.shape == (1, 4, 2, 2) and obs.dtype == torch.uint8
+    assert obs[0, :, 0, 0].tolist() == [0, 0, 0, 9]
+    ring.push(np.full((2, 2), 10, np.uint8), first=False)
+    assert ring.observe()[0, :, 0, 0].tolist() == [0, 0, 9, 10]
+
+
+def test_best_episode_is_largest_max_x_then_return_then_earliest():
+    eps = [episode(300, 5.0), episode(500, 1.0), episode(500, 7.0), episode(500, 7.0, flag=True)]
+    s = evaluate.summarise(eps)
+    assert s.best_index == 2
+    assert s.episodes == 4 and s.flag_rate == 0.25 and s.max_max_x == 500
+    assert s.mean_max_x == pytest.approx(450.0) and s.mean_return == pytest.approx(5.0)
+
+
+def test_action_set_mismatch_names_both_sides():
+    problems = evaluate.check_compatible(
+        ModelSpec(num_actions=7), "simple", EnvSpec(action_set="complex"), 12
+    )
+    assert problems and problems[0].startswith(
+        "checkpoint has 7 actions (simple), env has 12 (complex)"
+    )
+    assert evaluate.check_compatible(ModelSpec(), "simple", EnvSpec(), 7) == []
+
+
+def test_upscale_is_nearest_neighbour():
+    frame = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
+    big = evaluate.upscale(frame, 3)
+    assert big.shape == (6, 6, 3)
+    assert (big[:3, :3] == frame[0, 0]).all() and (big[3:, 3:] == frame[1, 1]).all()
+
+
+def test_play_episode_sees_training_stacks_and_reports_length_plus_one_screens():
+    env = FrameEnv(EnvSpec(level=CORRIDOR))
+    seen: list[torch.Tensor] = []
+
+    def policy(obs: torch.Tensor) -> int:
+        seen.append(obs.clone())
+        return 1
+
+    screens: list[np.ndarray] = []
+    ep = evaluate.play_episode(
+        env, policy, on_frame=lambda: screens.append(evaluate.screen_rgb(env))
+    )
+    assert ep.length == len(seen) and len(screens) == ep.length + 1
+    assert (seen[0][0, :3] == 0).all() and seen[0][0, 3].any()  # only the reset frame
+    assert screens[0].shape == (84, 84, 3) and screens[0].dtype == np.uint8
+
+
+# ---- the script, in process (a small Gymnasium env) ---------------------------------------------
+
+
+def test_main_writes_summary_and_video_of_the_best_episode(tmp_path, capsys):
+    make_run(tmp_path / "run")
+    argv = ["--run-dir", str(tmp_path / "run"), "--level", CORRIDOR, "--episodes", "3"]
+    assert evaluate.main([*argv, "--no-greedy", "--seed", "1"]) == 0
+    summary = json.loads((tmp_path / "run/eval/summary.json").read_text())
+    eps = summary["episodes"]
+    assert [e["index"] for e in eps] == [0, 1, 2]
+    best = summary["overall"]["best_index"]
+    assert summary["overall"]["episodes"] == 3 and summary["overall"]["policy_version"] == 42
+    assert summary["overall"]["flag_rate"] == pytest.approx(np.mean([e["flag"] for e in eps]))
+    video = read_video(tmp_path / "run/eval/best.mp4")
+    assert len(video.frames) == summary["video"]["frames"] == eps[best]["length"] + 1
+    assert video.frames[0].shape == (84, 84, 3)
+    assert (video.codec, video.pix_fmt) == ("h264", "yuv420p")
+    assert "| episode | max x |" in capsys.readouterr().out
+
+
+def test_refuses_a_missing_run_dir_or_checkpoint(tmp_path, capsys):
+    assert evaluate.main(["--run-dir", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert evaluate.main(["--run-dir", str(tmp_path / "empty")]) == 2
+    assert "no checkpoints" in capsys.readouterr().err
+    assert evaluate.main(["--checkpoint", str(tmp_path / "gone.pt")]) == 2
+    assert "gone.pt does not exist" in capsys.readouterr().err
+
+
+def test_refuses_files_that_are_not_checkpoints(tmp_path, capsys):
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(np.random.default_rng(0).bytes(2048))
+    assert evaluate.main(["--checkpoint", str(garbage)]) == 2
+    assert "garbage.pt is not a checkpoint" in capsys.readouterr().err
+    other = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(3)}, other)
+    assert evaluate.main(["--checkpoint", str(other)]) == 2
+    assert "no model or model_spec" in capsys.readouterr().err
+
+
+def test_refuses_an_action_set_the_checkpoint_was_not_trained_on(tmp_path, capsys):
+    make_run(tmp_path / "run")
+    argv = ["--run-dir", str(tmp_path / "run"), "--action-set", "complex", "--no-video"]
+    assert evaluate.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "checkpoint has 7 actions (simple), env has 12 (complex)" in err
+    assert not (tmp_path / "run/eval").exists()
+
+
+# ---- `make eval` on Super Mario Bros --------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_make_eval_on_mario_writes_the_best_episode_in_colour(tmp_path):
+    ckpt = make_run(tmp_path / "run")
+    cmd = [
+        "make",
+        "--no-print-directory",
+        "-o",
+        "install",  # the venv running these tests is the one to use; do not reinstall it
+        "eval",
+        f"PY={sys.executable}",
+        f"RUN={tmp_path / 'run'}",
+        "EPISODES=2",
+        "LEVEL=1-1",
+        "DEVICE=cpu",
+        "EVAL_ARGS=--no-progress-steps 40 --scale 2",
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp_path / "run/eval/summary.json").read_text())
+    o, eps = summary["overall"], summary["episodes"]
+    assert o["episodes"] == len(eps) == 2 and o["level"] == "1-1"
+    assert o["checkpoint"] == str(ckpt) and o["greedy"] is True
+    assert o["flag_rate"] == np.mean([e["flag"] for e in eps])
+    assert all(e["length"] > 0 and e["max_x"] > 0 for e in eps)
+    best = eps[o["best_index"]]
+    assert best["max_x"] == max(e["max_x"] for e in eps)
+    video = read_video(tmp_path / "run/eval/best.mp4")
+    assert len(video.frames) == summary["video"]["frames"] == best["length"] + 1
+    assert video.frames[0].shape == (480, 512, 3)  # 240x256 NES screen, scale 2
+    assert (video.codec, video.pix_fmt, video.fps) == ("h264", "yuv420p", 15.0)
+    sky = video.frames[0][100, 20].astype(int)  # the 1-1 sky is blue, not gray
+    assert sky[2] > sky[0] + 40
+    assert "| episode | max x |" in proc.stdout

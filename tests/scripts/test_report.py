@@ -1,0 +1,109 @@
+"""scripts/report.py: plots and REPORT.md from a metrics log; refusals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scripts import report
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = 1_700_000_000.0
+
+
+def write_log(run_dir: Path, rows: int = 36) -> None:
+    """Rows shaped like `TrainLoop._record`'s, one every 100 s, plus one torn line."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i in range(rows):
+        no_episodes = i < 2  # the learner logs null episode figures before any episode ends
+        lines.append(
+            json.dumps(
+                {
+                    "time": T0 + 100.0 * i,
+                    "updates": 10 * (i + 1),
+                    "env_frames": 40_960 * (i + 1),
+                    "agent_steps": 10_240 * (i + 1),
+                    "agent_steps_per_s": 100.0 + i,
+                    "mean_return": None if no_episodes else 200.0 + 10 * i,
+                    "mean_max_x": None if no_episodes else 300.0 + 20 * i,
+                    "flag_rate": None if no_episodes else (0.25 if i == 30 else 0.0),
+                    "entropy": 1.9 - 0.02 * i,
+                    "grad_norm": 3.0,
+                    "total_loss": 5.0,
+                    "pg_loss": 1.0,
+                    "baseline_loss": 8.0,
+                }
+            )
+        )
+        if i == 10:
+            lines.append('{"time": 17000, "env_fra')  # a line cut short by a crash
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_parse_skips_and_counts_malformed_lines():
+    log = report.parse_metrics(['{"time": 1, "env_frames": 2}', "{not json", "[1]", '{"time": 3}'])
+    assert len(log.rows) == 1 and log.malformed == 3
+
+
+def test_report_writes_plots_and_a_summary_with_the_numbers(tmp_path, capsys):
+    run = tmp_path / "run"
+    write_log(run)
+    assert report.main(["--run-dir", str(run)]) == 0
+    out = run / "report"
+    for figure in report.FIGURES:
+        png = out / f"{figure.name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+        assert f"]({figure.name}.png)" in (out / "REPORT.md").read_text()
+    md = (out / "REPORT.md").read_text()
+    assert str(run) in md
+    assert "0:58:20" in md  # 35 intervals of 100 s
+    assert "1.47M" in md  # final env frames 40,960 * 36 = 1,474,560
+    assert "1,000.0 / 1,000.0" in md  # mean max x: final / peak (300 + 20 * 35)
+    assert "550.0 / 550.0" in md  # mean return: final / peak
+    assert "0.0% / 25.0%" in md  # flag rate: final / peak
+    assert "1 malformed" in md
+    assert "36 rows" in capsys.readouterr().out
+
+
+def test_report_mentions_the_last_evaluation(tmp_path):
+    run = tmp_path / "run"
+    write_log(run, rows=3)
+    (run / "eval").mkdir()
+    evaluation = {"overall": {"policy_version": 7, "level": "1-2", "episodes": 5}, "video": {}}
+    evaluation["overall"] |= {"flag_rate": 0.4, "mean_max_x": 1234.5, "mean_return": 900.0}
+    evaluation["video"] = {"path": "x"}
+    (run / "eval/summary.json").write_text(json.dumps(evaluation))
+    assert report.main(["--run-dir", str(run)]) == 0
+    md = (run / "report/REPORT.md").read_text()
+    assert "Policy v7 on 1-2" in md and "40.0%" in md and "../eval/best.mp4" in md
+
+
+def test_refuses_a_missing_or_empty_log(tmp_path, capsys):
+    assert report.main(["--run-dir", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert report.main(["--run-dir", str(tmp_path)]) == 2
+    assert "metrics.jsonl does not exist" in capsys.readouterr().err
+    (tmp_path / "metrics.jsonl").write_text("garbage\n\n")
+    assert report.main(["--run-dir", str(tmp_path)]) == 2
+    assert "no metric rows (1 malformed" in capsys.readouterr().err
+    assert not (tmp_path / "report").exists()
+
+
+@pytest.mark.slow
+def test_make_report(tmp_path):
+    write_log(tmp_path / "run", rows=5)
+    cmd = ["make", "--no-print-directory", "-o", "install", "report", f"PY={sys.executable}"]
+    proc = subprocess.run(
+        [*cmd, f"RUN={tmp_path / 'run'}"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "run/report/REPORT.md").is_file()
+    missing = subprocess.run(
+        [*cmd, f"RUN={tmp_path / 'nope'}"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert missing.returncode != 0 and "does not exist" in missing.stderr
