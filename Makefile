@@ -52,3 +52,22 @@ actors: install
 train: install
 	$(PY) scripts/launch.py train --n $(N) --learner 127.0.0.1:$(PORT) --run-dir $(RUN) \
 		--learner-args "--device auto $(LEARNER_ARGS)" -- --level $(LEVEL) $(ACTOR_ARGS)
+
+# ---- evaluation and reports (docs/EVALUATION.md) ----------------------------------------------
+# RUN's latest checkpoint, or CKPT=file; GREEDY=0 samples actions; EVAL_ARGS passes more flags
+# (e.g. --scale 2 --no-progress-steps 100 --out DIR).
+CKPT ?=
+EPISODES ?= 5
+GREEDY ?= 1
+DEVICE ?= auto
+EVAL_ARGS ?=
+
+.PHONY: eval report
+
+eval: install
+	$(PY) scripts/evaluate.py $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) --level $(LEVEL) \
+		--episodes $(EPISODES) --device $(DEVICE) $(if $(filter 1,$(GREEDY)),--greedy,--no-greedy) \
+		$(EVAL_ARGS)
+
+report: install
+	$(PY) scripts/report.py --run-dir $(RUN)

@@ -1,0 +1,256 @@
+"""Plots and a one-page summary of a training run: `make report RUN=runs/x`.
+
+Reads RUN/metrics.jsonl (one row per learner record, see `TrainLoop._record`), skipping and
+counting lines that are not JSON objects with a numeric `time` and `env_frames`. Writes to
+RUN/report/: one PNG per figure, each plotted against env frames (left) and wall-clock hours since
+the first row (right), and REPORT.md, which embeds them. Episode figures (`mean_max_x`,
+`mean_return`, `flag_rate`) are null until the first episode ends; those points are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: never look for a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+class Figure(NamedTuple):
+    name: str  # file stem: RUN/report/<name>.png
+    title: str
+    panels: tuple[tuple[str, tuple[str, ...]], ...]  # (y label, metric keys) per row of panels
+
+
+FIGURES = (
+    Figure("max_x", "Mean max x position", (("x position", ("mean_max_x",)),)),
+    Figure("return", "Mean episode return", (("game return", ("mean_return",)),)),
+    Figure("flag_rate", "Flag rate", (("share of episodes", ("flag_rate",)),)),
+    Figure("throughput", "Agent steps per second", (("agent steps / s", ("agent_steps_per_s",)),)),
+    Figure(
+        "losses",
+        "Losses and entropy",
+        (
+            ("loss", ("total_loss", "pg_loss", "baseline_loss")),
+            ("policy entropy (nats)", ("entropy",)),
+        ),
+    ),
+)
+
+
+class MetricsLog(NamedTuple):
+    rows: list[dict[str, Any]]
+    malformed: int  # lines skipped: not JSON, not an object, or no numeric time / env_frames
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def parse_metrics(lines: list[str]) -> MetricsLog:
+    rows, malformed = [], 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            malformed += 1
+            continue
+        if not isinstance(row, dict) or not all(
+            _is_number(row.get(k)) for k in ("time", "env_frames")
+        ):
+            malformed += 1
+            continue
+        rows.append(row)
+    return MetricsLog(rows, malformed)
+
+
+def column(rows: list[dict[str, Any]], key: str) -> np.ndarray:
+    """[N] float64, NaN where a row lacks the key or holds null."""
+    return np.array([float(r[key]) if _is_number(r.get(key)) else np.nan for r in rows])
+
+
+def _last(values: np.ndarray) -> float | None:
+    ok = values[~np.isnan(values)]
+    return float(ok[-1]) if ok.size else None
+
+
+def _peak(values: np.ndarray) -> float | None:
+    ok = values[~np.isnan(values)]
+    return float(ok.max()) if ok.size else None
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report's numbers; None where the log never had a value."""
+    t = column(rows, "time")
+    frames = column(rows, "env_frames")
+    duration_s = float(t[-1] - t[0])
+    out: dict[str, Any] = {
+        "rows": len(rows),
+        "start": float(t[0]),
+        "end": float(t[-1]),
+        "duration_s": duration_s,
+        "env_frames": _last(frames),
+        "agent_steps": _last(column(rows, "agent_steps")),
+        "updates": _last(column(rows, "updates")),
+        "env_frames_per_s": (frames[-1] - frames[0]) / duration_s if duration_s > 0 else None,
+    }
+    for key in ("mean_max_x", "mean_return", "flag_rate", "agent_steps_per_s"):
+        values = column(rows, key)
+        out[f"final_{key}"], out[f"peak_{key}"] = _last(values), _peak(values)
+    sps = column(rows, "agent_steps_per_s")
+    out["mean_agent_steps_per_s"] = float(np.nanmean(sps)) if np.isfinite(sps).any() else None
+    for key in ("total_loss", "pg_loss", "baseline_loss", "entropy"):
+        out[f"final_{key}"] = _last(column(rows, key))
+    return out
+
+
+def plot(rows: list[dict[str, Any]], figure: Figure, path: Path) -> None:
+    """One row of two panels per (label, keys): vs env frames, vs hours since the first row."""
+    t = column(rows, "time")
+    xs = (("env frames", column(rows, "env_frames")), ("hours", (t - t[0]) / 3600.0))
+    n = len(figure.panels)
+    fig, axes = plt.subplots(n, 2, figsize=(11, 3.6 * n), squeeze=False, sharex="col")
+    for r, (ylabel, keys) in enumerate(figure.panels):
+        for c, (xlabel, x) in enumerate(xs):
+            ax = axes[r][c]
+            for key in keys:
+                y = column(rows, key)
+                ok = ~np.isnan(y)
+                ax.plot(x[ok], y[ok], marker="." if ok.sum() < 50 else None, label=key)
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+            if r == n - 1:
+                ax.set_xlabel(xlabel)
+            if len(keys) > 1:
+                ax.legend(fontsize="small")
+    fig.suptitle(figure.title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _num(v: float | None, fmt: str = "{:,.1f}") -> str:
+    return "–" if v is None else fmt.format(v)
+
+
+def _si(v: float | None) -> str:
+    if v is None:
+        return "–"
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.2f}{suffix}"
+    return f"{v:.0f}"
+
+
+def _utc(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _duration(seconds: float) -> str:
+    s = round(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def render(run_dir: Path, s: dict[str, Any], malformed: int, evaluation: dict | None) -> str:
+    """REPORT.md: the summary table, the last evaluation if there is one, then the plots."""
+    pct = "{:.1%}"
+    lines = [
+        f"# Training report: `{run_dir}`",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| period | {_utc(s['start'])} → {_utc(s['end'])} |",
+        f"| duration | {_duration(s['duration_s'])} (h:mm:ss) |",
+        f"| env frames | {_si(s['env_frames'])} ({_num(s['env_frames'], '{:,.0f}')}) |",
+        f"| agent steps | {_si(s['agent_steps'])} |",
+        f"| updates | {_num(s['updates'], '{:,.0f}')} |",
+        f"| mean max x: final / peak | {_num(s['final_mean_max_x'])} / "
+        f"{_num(s['peak_mean_max_x'])} |",
+        f"| mean return: final / peak | {_num(s['final_mean_return'])} / "
+        f"{_num(s['peak_mean_return'])} |",
+        f"| flag rate: final / peak | {_num(s['final_flag_rate'], pct)} / "
+        f"{_num(s['peak_flag_rate'], pct)} |",
+        f"| agent steps/s: mean / final | {_num(s['mean_agent_steps_per_s'], '{:,.0f}')} / "
+        f"{_num(s['final_agent_steps_per_s'], '{:,.0f}')} |",
+        f"| env frames/s over the run | {_num(s['env_frames_per_s'], '{:,.0f}')} |",
+        f"| final loss / entropy | {_num(s['final_total_loss'], '{:.3f}')} / "
+        f"{_num(s['final_entropy'], '{:.3f}')} |",
+        f"| log rows | {s['rows']} ({malformed} malformed lines skipped) |",
+        "",
+    ]
+    if evaluation is not None:
+        o = evaluation.get("overall", {})
+        lines += [
+            "## Last evaluation",
+            "",
+            f"Policy v{o.get('policy_version', '?')} on {o.get('level', '?')}, "
+            f"{o.get('episodes', '?')} episodes: flag rate {_num(o.get('flag_rate'), pct)}, "
+            f"mean max x {_num(o.get('mean_max_x'))}, mean return {_num(o.get('mean_return'))}"
+            + (" ([best episode](../eval/best.mp4))" if evaluation.get("video") else "")
+            + ".",
+            "",
+        ]
+    for figure in FIGURES:
+        lines += [f"## {figure.title}", "", f"![{figure.title}]({figure.name}.png)", ""]
+    return "\n".join(lines)
+
+
+class ReportError(Exception):
+    """Nothing to report: the run dir or its metrics log is missing or holds no rows."""
+
+
+def report(run_dir: Path, out: Path) -> tuple[dict[str, Any], MetricsLog]:
+    path = run_dir / "metrics.jsonl"
+    if not run_dir.is_dir():
+        raise ReportError(f"run dir {run_dir} does not exist; pass RUN=<run dir>")
+    if not path.is_file():
+        raise ReportError(f"{path} does not exist; the learner writes it once training updates")
+    log = parse_metrics(path.read_text(errors="replace").splitlines())
+    if not log.rows:
+        raise ReportError(f"{path} has no metric rows ({log.malformed} malformed lines)")
+    summary = summarise(log.rows)
+    out.mkdir(parents=True, exist_ok=True)
+    for figure in FIGURES:
+        plot(log.rows, figure, out / f"{figure.name}.png")
+    evaluation = None
+    eval_path = run_dir / "eval" / "summary.json"
+    if eval_path.is_file():
+        try:
+            evaluation = json.loads(eval_path.read_text())
+        except ValueError:
+            evaluation = None
+    (out / "REPORT.md").write_text(render(run_dir, summary, log.malformed, evaluation))
+    return summary, log
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="report", description=__doc__.split("\n\n")[0])
+    p.add_argument("--run-dir", type=Path, required=True, help="run directory with metrics.jsonl")
+    p.add_argument("--out", type=Path, help="output directory (default: RUN/report)")
+    args = p.parse_args(argv)
+    out = args.out or args.run_dir / "report"
+    try:
+        summary, log = report(args.run_dir, out)
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"{out / 'REPORT.md'}: {summary['rows']} rows ({log.malformed} malformed skipped), "
+        f"{_si(summary['env_frames'])} env frames, {_duration(summary['duration_s'])}, "
+        f"final mean max x {_num(summary['final_mean_max_x'])}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
