@@ -1,0 +1,216 @@
+"""The learner's ingest over real sockets: admission, credits, validation, staleness, weights."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import zmq
+
+from common import wire
+from common.metrics import LearnerMetrics
+from learner.ingest import Ingest, IngestSettings
+from tests.procs import free_port
+
+T, K, A, S = 4, 2, 7, 84
+MODEL = {"arch": "nature", "num_actions": A, "stack": 4, "frame_size": S}
+ENV = {"level": "1-1", "action_set": "simple", "frame_size": S, "frame_skip": 4}
+
+
+def register(**kw) -> wire.Register:
+    fields = dict(
+        run_id="r",
+        actor_id=0,
+        instance_id="i0",
+        env_spec=ENV,
+        model_spec=MODEL,
+        num_envs=K,
+        unroll_length=T,
+    )
+    return wire.Register(**{**fields, **kw})
+
+
+def chunk(version: int = 0, seq: int = 0, **kw) -> wire.Chunk:
+    fields = dict(
+        actor_id=0,
+        instance_id="i0",
+        seq=seq,
+        level="1-1",
+        policy_version=version,
+        send_time=time.time(),
+        episodes=(),
+        frames=np.zeros((T + 4, K, S, S), np.uint8),
+        first=np.zeros((T + 4, K), bool),
+        actions=np.zeros((T, K), np.uint8),
+        rewards=np.zeros((T, K), np.float32),
+        terminated=np.zeros((T, K), bool),
+        truncated=np.zeros((T, K), bool),
+        logits=np.zeros((T, K, A), np.float32),
+        final_frames=np.zeros((0, S, S), np.uint8),
+        final_index=np.zeros((0, 2), np.int32),
+    )
+    return wire.Chunk(**{**fields, **kw})
+
+
+class Client:
+    def __init__(self, port: int):
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(f"tcp://127.0.0.1:{port}")
+
+    def send(self, msg) -> None:
+        self.sock.send_multipart(msg if isinstance(msg, list) else wire.encode(msg))
+
+    def recv(self, timeout_s: float = 5.0, skip=(wire.Heartbeat,)):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.sock.poll(50):
+                msg = wire.decode(self.sock.recv_multipart())
+                if not isinstance(msg, skip):
+                    return msg
+        raise AssertionError("nothing received")
+
+    def credits_within(self, timeout_s: float) -> int:
+        total, deadline = 0, time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.sock.poll(50):
+                msg = wire.decode(self.sock.recv_multipart())
+                if isinstance(msg, wire.Credit):
+                    total += msg.credits
+        return total
+
+
+@pytest.fixture
+def ingest():
+    version = {"v": 0}
+    settings = IngestSettings(
+        run_id="r",
+        env_spec={"action_set": "simple", "frame_size": S},
+        model_spec=MODEL,
+        unroll_length=T,
+        credits_per_actor=2,
+        queue_chunks=3,
+        max_policy_lag=5,
+        heartbeat_interval_s=0.5,
+        actor_timeout_s=3,
+    )
+    port = free_port(2)
+    ing = Ingest(settings, LearnerMetrics(), lambda: version["v"], host="127.0.0.1", port=port)
+    ing.start()
+    ing.port, ing.version = port, version
+    yield ing
+    ing.stop()
+
+
+def counter(ing: Ingest, name: str, **labels) -> float:
+    return ing.metrics.registry.get_sample_value(name, labels or None) or 0.0
+
+
+def wait_for(check, timeout_s=5.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not met")
+
+
+def test_registration_grants_credits_and_chunks_are_queued(ingest):
+    c = Client(ingest.port)
+    c.send(register())
+    assert c.recv() == wire.Credit(credits=2, policy_version=0)
+    c.send(
+        chunk(
+            episodes=(
+                wire.EpisodeStats(
+                    level="1-1",
+                    episode_return=5.0,
+                    length=3,
+                    max_x=300,
+                    flag=False,
+                    outcome="death",
+                ),
+            )
+        )
+    )
+    assert isinstance(c.recv(), wire.Credit)  # the accepted chunk earns its credit back
+    (got,) = ingest.take(1, timeout_s=2)
+    assert got.frames.shape == (T + 4, K, S, S) and got.frame_skip == 4
+    assert counter(ingest, "mario_learner_chunks_total", result="accepted") == 1
+    assert counter(ingest, "mario_episodes_total", level="1-1", outcome="death") == 1
+
+
+def test_malformed_messages_are_rejected_and_counted_and_ingest_survives(ingest):
+    c = Client(ingest.port)
+    c.send(register())
+    c.recv()
+    good = wire.encode(chunk())
+    bad = [b"\x00garbage", bytes(good[0])[:-3], *[bytes(memoryview(f)) for f in good[1:]]]
+    c.send([b"not msgpack"])
+    c.send(bad[1:])  # truncated header
+    c.send([bytes(memoryview(f)) for f in good[:-1]])  # a missing array frame
+    wait_for(lambda: counter(ingest, "mario_learner_messages_rejected_total", reason="decode") == 3)
+    assert counter(ingest, "mario_learner_chunks_total", result="rejected") == 3
+    c.send(chunk())  # still ingesting
+    wait_for(lambda: counter(ingest, "mario_learner_chunks_total", result="accepted") == 1)
+
+
+def test_unknown_actor_is_refused_and_spec_mismatch_is_fatal(ingest):
+    c = Client(ingest.port)
+    c.send(chunk())
+    refusal = c.recv()
+    assert isinstance(refusal, wire.Refuse) and not refusal.fatal and "register" in refusal.reason
+    assert len(ingest.queue) == 0
+    c.send(register(run_id="other", unroll_length=9, env_spec={**ENV, "action_set": "complex"}))
+    refusal = c.recv()
+    assert isinstance(refusal, wire.Refuse) and refusal.fatal
+    for word in ("run_id", "'other'", "unroll_length is 9", "action_set"):
+        assert word in refusal.reason
+
+
+def test_stale_chunks_are_dropped_but_return_credit(ingest):
+    c = Client(ingest.port)
+    c.send(register())
+    c.recv()
+    ingest.version["v"] = 20
+    c.send(chunk(version=10))  # lag 10 > max 5
+    assert isinstance(c.recv(), wire.Credit)
+    assert counter(ingest, "mario_learner_chunks_total", result="stale") == 1
+    assert len(ingest.queue) == 0
+
+
+def test_full_queue_stops_granting_credits_until_drained(ingest):
+    actors = [Client(ingest.port) for _ in range(3)]
+    for i, c in enumerate(actors):
+        c.send(register(actor_id=i, instance_id=f"i{i}"))
+        assert c.recv().credits == 2
+    for i, c in enumerate(actors):  # 6 chunks for a queue of 3
+        for s in range(2):
+            c.send(chunk(seq=s, actor_id=i, instance_id=f"i{i}"))
+    wait_for(lambda: counter(ingest, "mario_learner_chunks_total", result="accepted") == 6)
+    granted = sum(c.credits_within(0.5) for c in actors)
+    assert granted == 2  # the chunks that found the queue with room; the other 4 are owed
+    assert len(ingest.queue) == 6  # bounded by queue capacity + credits in flight, nothing lost
+    ingest.take(6, timeout_s=1)
+    assert sum(c.credits_within(1.0) for c in actors) == 4  # paid once the train loop drained it
+
+
+def test_weights_request_gets_the_newest_weights(ingest):
+    c = Client(ingest.port)
+    c.send(register())
+    c.recv()
+    w = wire.Weights(policy_version=3, tensors={"w": np.ones((2, 2), np.float32)}, model_spec=MODEL)
+    ingest.publish(wire.encode(w))
+    time.sleep(0.2)
+    c.send(wire.WeightsRequest(have_version=-1))
+    assert c.recv(skip=(wire.Heartbeat, wire.Credit)) == w
+
+
+def test_silent_actor_is_forgotten(ingest):
+    c = Client(ingest.port)
+    c.send(register())
+    c.recv()
+    wait_for(lambda: counter(ingest, "mario_actors_connected") == 1)
+    wait_for(lambda: counter(ingest, "mario_actors_connected") == 0, timeout_s=8)
+    assert not ingest.actors
