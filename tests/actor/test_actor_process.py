@@ -1,0 +1,103 @@
+"""The actor process as a user meets it: bad config, failing env builds, SIGTERM, no learner."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests import procs
+
+pytestmark = pytest.mark.integration
+
+
+def run_actor(
+    *args: str, timeout: float = 60, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "actor", *args],
+        cwd=procs.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_bad_config_lists_every_problem():
+    r = run_actor(
+        "--num-envs", "0", "--learner", "nohost", "--action-set", "all", "--frame-skip", "0"
+    )
+    assert r.returncode == 2
+    for name in ("num_envs", "learner must be HOST:PORT", "action_set", "frame_skip"):
+        assert name in r.stderr
+
+
+def test_env_build_failure_exits_nonzero_with_a_clear_message():
+    r = run_actor(
+        "--level",
+        "tests.fakes:FlakyBuild-v0",
+        "--num-envs",
+        "1",
+        "--build-retries",
+        "1",
+        env={"FLAKY_FAILURES": "99"},
+    )
+    assert r.returncode == 1
+    assert (
+        "could not build env 0 for level 'tests.fakes:FlakyBuild-v0' after 2 attempts" in r.stderr
+    )
+
+
+def test_hung_env_build_exits_instead_of_hanging():
+    r = run_actor(
+        "--level", "tests.fakes:HangingBuild-v0", "--num-envs", "1", "--build-timeout-s", "2"
+    )
+    assert r.returncode != 0
+    assert "did not finish within its 2 s budget" in r.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_stops_within_5_s_even_without_a_learner(tmp_path):
+    """No learner listens: the actor waits for weights, then exits promptly on SIGTERM."""
+    port = procs.free_port(2)
+    p = procs.actor(tmp_path, port, 0, procs.free_port(), "--num-envs", "2")
+    procs.wait_until(
+        "the actor to wait for weights",
+        lambda: "waiting for the first weights" in p.output(),
+        60,
+        [p],
+    )
+    start = time.monotonic()
+    p.popen.send_signal(signal.SIGTERM)
+    assert p.popen.wait(10) == 0
+    assert time.monotonic() - start < 5
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_playing_actor_within_5_s(tmp_path):
+    port, lport = procs.free_port(2), procs.free_port()
+    learner = procs.learner(
+        tmp_path / "run", port, lport, "--unroll-length", "8", "--batch-chunks", "1"
+    )
+    aport = procs.free_port()
+    a = procs.actor(tmp_path, port, 0, aport, "--num-envs", "2", "--unroll-length", "8")
+    try:
+        procs.wait_until(
+            "chunks from the actor",
+            lambda: procs.scrape(aport).get("mario_actor_chunks_sent_total", 0) >= 2,
+            90,
+            [learner, a],
+        )
+        start = time.monotonic()
+        a.popen.send_signal(signal.SIGTERM)
+        assert a.popen.wait(10) == 0
+        assert time.monotonic() - start < 5
+    finally:
+        a.stop()
+        learner.stop()
