@@ -71,3 +71,17 @@ eval: install
 
 report: install
 	$(PY) scripts/report.py --run-dir $(RUN)
+
+# ---- monitoring (docs/MONITORING.md) ---------------------------------------------------------
+# Prometheus in the foreground (Ctrl-C stops it) on 127.0.0.1:9090: scrapes the learner on :9000
+# and the actors that make actors / make train list in runs/targets/actors.json, evaluates
+# deploy/prometheus/alerts.yml, keeps its data in runs/prometheus. Needs the prometheus binary
+# (Debian/Ubuntu: apt-get install prometheus). PROMETHEUS_ARGS passes more flags.
+PROMETHEUS_ARGS ?=
+
+.PHONY: prometheus
+
+prometheus:
+	@command -v prometheus >/dev/null || { echo "error: prometheus not found; install it (Debian/Ubuntu: apt-get install prometheus)" >&2; exit 1; }
+	prometheus --config.file=deploy/prometheus/prometheus.yml --storage.tsdb.path=runs/prometheus \
+		--web.listen-address=127.0.0.1:9090 $(PROMETHEUS_ARGS)

@@ -181,10 +181,9 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
     checked = [q for q in queries if q not in gpu and q not in evaluation]
     assert gpu and evaluation and len(checked) > 30
 
-    port = free_ports(2)  # chunks, weights
-    learner_metrics = free_ports(1)
-    actor_metrics = free_ports(2)
-    prom_port = free_ports(1)
+    # One block of free ports, so that no two of them can collide.
+    port = free_ports(6)  # learner chunks; port + 1: learner weights
+    learner_metrics, actor_metrics, prom_port = port + 2, port + 3, port + 5  # 2 actors
     targets = tmp_path / "targets"
     load_launcher().write_targets(targets / "actors.json", "127.0.0.1", actor_metrics, 2)
     config = tmp_path / "prometheus.yml"
