@@ -32,7 +32,7 @@ class ActorConfig:
     reward_clip: float = _f(0.0, "env-side per-step reward clip (0 = off)")
     flag_bonus: float = _f(0.0, "env-side bonus for reaching the flag")
     death_penalty: float = _f(0.0, "env-side penalty for dying")
-    arch: str = _f("nature", "network: nature | resnet (must match the learner)")
+    arch: str = _f("small", "network: small | nature | resnet (must match the learner)")
     unroll_length: int = _f(32, "agent steps per chunk (T; must match the learner)")
     torch_threads: int = _f(1, "torch CPU threads for inference")
     heartbeat_interval_s: float = _f(1.0, "seconds between heartbeats to the learner")

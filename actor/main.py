@@ -149,27 +149,33 @@ class Actor:
             self.metrics.credits.set(self.link.credits)
 
     def run(self) -> int:
-        """Play until stopped. Inference for one lane overlaps stepping of the previous one."""
+        """Play until stopped. Each lane steps in its own worker thread (nes-py releases the GIL
+        while emulating) while the main thread runs the policy for the next lane in turn."""
         log.info("waiting for the first weights from %s", self.cfg.learner)
         if not self.link.wait_for_weights(self.stopping.is_set):
             return 0
         log.info("got policy version %d; playing", self.link.policy_version)
         frame_skip = self.cfg.frame_skip
-        pending: tuple[Lane, Future[int]] | None = None
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-step") as pool:
+        stepping: dict[int, Future[int]] = {}  # lane index -> its step in flight
+        workers = len(self.lanes) if len(self.lanes) > 1 else 0
+        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="env-step") as pool:
             i = 0
             while not self.stopping.is_set():
-                lane = self.lanes[i % len(self.lanes)]
+                j = i % len(self.lanes)
+                lane = self.lanes[j]
                 i += 1
+                if j in stepping:  # this lane's previous step must be done before it is observed
+                    self._account(stepping.pop(j).result(), frame_skip)
+                    self._ship(lane)
                 self._infer(lane)
-                if pending is not None:
-                    done_lane, fut = pending
-                    self._account(fut.result(), frame_skip)
-                    self._ship(done_lane)
-                pending = (lane, pool.submit(self._step, lane))
+                if workers:  # the other lanes keep stepping while this one is inferred
+                    stepping[j] = pool.submit(self._step, lane)
+                else:  # a single lane has nothing to overlap with: step right here
+                    self._account(self._step(lane), frame_skip)
+                    self._ship(lane)
                 self.link.poll(0)
-            if pending is not None:
-                pending[1].result()
+            for fut in stepping.values():
+                fut.result()
         return 0
 
     def _account(self, steps: int, frame_skip: int) -> None:

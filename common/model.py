@@ -1,10 +1,14 @@
 """The actor-critic network shared by actor (CPU inference) and learner (training).
 
 Input: uint8 stacked frames [B, S, H, W] (S = 4, H = W = 84). Output: policy logits [B, A] and
-state value [B]. Two trunks:
+state value [B]. Three trunks:
 
-- "nature" (default): the Nature-DQN CNN (Mnih et al. 2015: 32-8/4, 64-4/2, 64-3/1, FC 512).
-  Cheap enough for batched inference on an actor's single CPU thread.
+- "small" (default): the network of Mnih et al. 2013 and of A3C (Mnih et al. 2016: 16-8/4,
+  32-4/2, FC 256), ~3 M multiply-adds per observation. It keeps an actor's inference near 4% of
+  its emulation time, which is what lets actors run at >= 0.9 of raw emulator speed when every
+  core is busy (docs/PERFORMANCE.md).
+- "nature": the Nature-DQN CNN (Mnih et al. 2015: 32-8/4, 64-4/2, 64-3/1, FC 512), ~9 M
+  multiply-adds: about 2.5x the small net's CPU time.
 - "resnet": the IMPALA deep ResNet (Espeholt et al. 2018, Fig. 3: sections of 16, 32, 32 channels,
   each a conv, a 3x3/2 max-pool and two residual blocks, then FC 256). About 13x the CPU cost per
   observation, so it is meant for learner-heavy configs with actors that have CPU to spare.
@@ -19,14 +23,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-ARCHS = ("nature", "resnet")
+ARCHS = ("small", "nature", "resnet")
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
     """What the network is; actor, learner and checkpoints must agree on it."""
 
-    arch: str = "nature"  # nature | resnet
+    arch: str = "small"  # small | nature | resnet
     num_actions: int = 7
     stack: int = 4
     frame_size: int = 84
@@ -50,6 +54,25 @@ class ModelSpec:
 class PolicyOutput(NamedTuple):
     logits: torch.Tensor  # [B, A]
     value: torch.Tensor  # [B]
+
+
+class _SmallTrunk(nn.Module):
+    def __init__(self, stack: int, size: int):
+        super().__init__()
+        self.convs = nn.Sequential(
+            nn.Conv2d(stack, 16, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 4, stride=2),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, stack, size, size)).shape[1]
+        self.fc = nn.Linear(flat, 256)
+        self.out_features = 256
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.fc(self.convs(x)))
 
 
 class _NatureTrunk(nn.Module):
@@ -114,7 +137,7 @@ class ActorCritic(nn.Module):
         if problems:
             raise ValueError("invalid model spec: " + "; ".join(problems))
         self.spec = spec
-        trunk_cls = _NatureTrunk if spec.arch == "nature" else _ResNetTrunk
+        trunk_cls = {"small": _SmallTrunk, "nature": _NatureTrunk, "resnet": _ResNetTrunk}[spec.arch]
         self.trunk = trunk_cls(spec.stack, spec.frame_size)
         self.policy = nn.Linear(self.trunk.out_features, spec.num_actions)
         self.value = nn.Linear(self.trunk.out_features, 1)

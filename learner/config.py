@@ -27,7 +27,7 @@ class LearnerConfig:
     metrics_port: int = _f(9000, "port of the /metrics HTTP server (0 = off)")
     action_set: str = _f("simple", "action set the actors use (fixes the number of actions)")
     frame_size: int = _f(84, "observation size in pixels (square)")
-    arch: str = _f("nature", "network: nature | resnet")
+    arch: str = _f("small", "network: small | nature | resnet")
     unroll_length: int = _f(32, "agent steps per chunk (T); actors must match")
     batch_chunks: int = _f(4, "chunks per update (each holds one actor lane's envs)")
     learning_rate: float = _f(2e-4, "Adam learning rate")

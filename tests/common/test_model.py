@@ -6,7 +6,7 @@ import torch
 from common.model import ActorCritic, ModelSpec
 
 
-@pytest.mark.parametrize("arch", ["nature", "resnet"])
+@pytest.mark.parametrize("arch", ["small", "nature", "resnet"])
 def test_shapes_and_dtypes(arch):
     model = ActorCritic(ModelSpec(arch=arch, num_actions=5))
     out = model(torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8))

@@ -1,0 +1,271 @@
+"""Pipeline benchmarks, side by side in one run (`make bench`):
+
+- actor efficiency: env frames/s of N actor processes (streaming real chunks to a learner-side
+  sink over loopback) / raw nes-py frames/s of N processes, N = 1 and 2. Target >= 0.90.
+- learner ingest: chunk payload MB/s that the learner's real ingest (decode, validate, copy to
+  host tensors, queue) accepts from 2 sender processes over loopback. Target >= 400 MB/s.
+Raw and actor runs alternate round by round so machine noise hits both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import zmq
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from common import wire  # noqa: E402
+from common.metrics import LearnerMetrics  # noqa: E402
+from common.model import ActorCritic, ModelSpec  # noqa: E402
+from learner.ingest import Ingest, IngestSettings  # noqa: E402
+
+
+def _free_port() -> int:
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            p = a.getsockname()[1]
+        with socket.socket() as b:
+            try:
+                b.bind(("127.0.0.1", p + 1))
+                return p
+            except OSError:
+                continue
+    raise RuntimeError("no free port pair")
+
+
+# ---- raw emulator ------------------------------------------------------------------------
+
+
+def _raw_worker(seconds: float, out: mp.Queue) -> None:
+    from gym_super_mario_bros import SuperMarioBrosEnv
+    from gym_super_mario_bros._roms import smb1_rom_path
+    from nes_py import NESEnv
+
+    start_state = SuperMarioBrosEnv(target=(1, 1)).dump_state()
+    env = NESEnv(smb1_rom_path())
+    env.reset()
+    env.load_state(start_state)
+    buttons = np.random.default_rng(0).choice([0, 0x80, 0x81, 0x82, 0x83, 0x01, 0x40], 256)
+    frames, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        env.load_state(start_state)  # play from the level start, as the env factory does
+        for b in buttons:
+            for _ in range(4):
+                env.step(int(b))
+        frames += 1024
+    out.put(frames / (time.perf_counter() - t0))
+
+
+def raw_frames_per_s(procs: int, seconds: float) -> float:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_raw_worker, args=(seconds, q)) for _ in range(procs)]
+    for p in ps:
+        p.start()
+    rates = [q.get() for _ in ps]
+    for p in ps:
+        p.join()
+    return sum(rates)
+
+
+# ---- learner-side sink -------------------------------------------------------------------
+
+
+class Sink:
+    """The learner's real Ingest, drained by a thread that counts and drops what it takes."""
+
+    def __init__(self, unroll_length: int, queue_chunks: int = 64):
+        self.port = _free_port()
+        spec = ModelSpec()
+        settings = IngestSettings(
+            run_id="default",
+            env_spec={"action_set": "simple", "frame_size": 84},
+            model_spec=spec.to_wire(),
+            unroll_length=unroll_length,
+            credits_per_actor=4,
+            queue_chunks=queue_chunks,
+            max_policy_lag=10**9,
+            heartbeat_interval_s=1.0,
+            actor_timeout_s=30.0,
+        )
+        self.ingest = Ingest(
+            settings, LearnerMetrics(), lambda: 0, host="127.0.0.1", port=self.port
+        )
+        model = ActorCritic(spec)
+        tensors = {k: v.numpy() for k, v in model.state_dict().items()}
+        self.ingest.publish(
+            wire.encode(wire.Weights(policy_version=0, tensors=tensors, model_spec=spec.to_wire()))
+        )
+        self.frames = 0
+        self.bytes = 0
+        self._stop = threading.Event()
+        self.ingest.start()
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
+
+    def _drain(self) -> None:
+        while not self._stop.is_set():
+            for c in self.ingest.take(64, timeout_s=0.05):
+                self.frames += c.actions.numel() * c.frame_skip
+                self.bytes += c.payload_bytes
+
+    def close(self) -> None:
+        self._stop.set()
+        self.thread.join()
+        self.ingest.stop()
+
+
+def actor_frames_per_s(procs: int, seconds: float, num_envs: int, unroll: int, lanes: int) -> float:
+    sink = Sink(unroll)
+    actors = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "actor",
+                "--learner",
+                f"127.0.0.1:{sink.port}",
+                "--actor-id",
+                str(i),
+                "--num-envs",
+                str(num_envs),
+                "--unroll-length",
+                str(unroll),
+                "--log-level",
+                "WARNING",
+            ],
+            cwd=ROOT,
+        )
+        for i in range(procs)
+    ]
+    try:
+        deadline = time.monotonic() + 120
+        while sink.frames < procs * unroll * num_envs * 4 * 2:  # warm: every actor streaming
+            if time.monotonic() > deadline or any(a.poll() is not None for a in actors):
+                raise RuntimeError("actors did not start streaming")
+            time.sleep(0.1)
+        f0, t0 = sink.frames, time.perf_counter()
+        time.sleep(seconds)
+        return (sink.frames - f0) / (time.perf_counter() - t0)
+    finally:
+        for a in actors:
+            a.terminate()
+        for a in actors:
+            a.wait(10)
+        sink.close()
+
+
+# ---- ingest throughput -------------------------------------------------------------------
+
+
+def _sender(port: int, actor_id: int, unroll: int, num_envs: int, seconds: float) -> None:
+    T, K = unroll, num_envs
+    spec = ModelSpec()
+    chunk = wire.Chunk(
+        actor_id=actor_id, instance_id=f"bench{actor_id}", seq=0, level="1-1", policy_version=0,
+        send_time=time.time(), episodes=(),
+        frames=np.random.default_rng(actor_id).integers(0, 256, (T + 4, K, 84, 84), dtype=np.uint8),
+        first=np.zeros((T + 4, K), bool), actions=np.zeros((T, K), np.uint8),
+        rewards=np.zeros((T, K), np.float32), terminated=np.zeros((T, K), bool),
+        truncated=np.zeros((T, K), bool), logits=np.zeros((T, K, 7), np.float32),
+        final_frames=np.zeros((0, 84, 84), np.uint8), final_index=np.zeros((0, 2), np.int32),
+    )  # fmt: skip
+    frames = wire.encode(chunk)
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(f"tcp://127.0.0.1:{port}")
+    env = {"level": "1-1", "action_set": "simple", "frame_size": 84, "frame_skip": 4}
+    sock.send_multipart(wire.encode(wire.Register(
+        run_id="default", actor_id=actor_id, instance_id=f"bench{actor_id}", env_spec=env,
+        model_spec=spec.to_wire(), num_envs=K, unroll_length=T)))  # fmt: skip
+    credits, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        while credits == 0 or sock.poll(0):
+            msg = wire.decode(sock.recv_multipart())
+            if isinstance(msg, wire.Credit):
+                credits += msg.credits
+        sock.send_multipart(frames, copy=False)
+        credits -= 1
+    sock.close()
+
+
+def ingest_mb_per_s(seconds: float, unroll: int, num_envs: int, senders: int = 2) -> float:
+    sink = Sink(unroll)
+    ctx = mp.get_context("spawn")
+    ps = [
+        ctx.Process(target=_sender, args=(sink.port, i, unroll, num_envs, seconds + 3))
+        for i in range(senders)
+    ]
+    for p in ps:
+        p.start()
+    try:
+        time.sleep(2.0)  # senders import, register, warm up
+        b0, t0 = sink.bytes, time.perf_counter()
+        time.sleep(seconds)
+        return (sink.bytes - b0) / (time.perf_counter() - t0) / 1e6
+    finally:
+        for p in ps:
+            p.join(30)
+        sink.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="alternating raw/actor rounds")
+    parser.add_argument("--seconds", type=float, default=8.0, help="measurement window per run")
+    parser.add_argument("--procs", default="1,2", help="process counts to compare")
+    parser.add_argument("--num-envs", type=int, default=4, help="envs per actor")
+    parser.add_argument("--lanes", default="1,2", help="actor --lanes settings to compare")
+    parser.add_argument("--unroll-length", type=int, default=32, help="T")
+    args = parser.parse_args(argv)
+    results = {}
+    lane_counts = [int(x) for x in args.lanes.split(",")]
+    for n in [int(x) for x in args.procs.split(",")]:
+        rounds = []  # per round: raw frames/s, then each lanes setting's actor frames/s
+        for _ in range(args.rounds):
+            raw = raw_frames_per_s(n, args.seconds)
+            act = [
+                actor_frames_per_s(n, args.seconds, args.num_envs, args.unroll_length, k)
+                for k in lane_counts
+            ]
+            rounds.append((raw, act))
+        r = statistics.median(x[0] for x in rounds)
+        results[f"procs_{n}"] = {"raw_frames_per_s": r}
+        for i, lanes in enumerate(lane_counts):
+            a = statistics.median(x[1][i] for x in rounds)
+            eff = statistics.median(x[1][i] / x[0] for x in rounds)  # ratio within each round
+            results[f"procs_{n}"][f"lanes_{lanes}"] = {"actor_frames_per_s": a, "efficiency": eff}
+            print(
+                f"{n} process(es), {lanes} lane(s): raw {r:7.0f} frames/s | actors {a:7.0f} frames/s"
+                f" | efficiency {eff:.3f} (median of {args.rounds} paired rounds; target >= 0.90)",
+                flush=True,
+            )
+    mbps = ingest_mb_per_s(args.seconds, args.unroll_length, args.num_envs)
+    payload = (args.unroll_length + 4) * args.num_envs * 84 * 84 / 1e6
+    print(
+        f"learner ingest: {mbps:7.0f} MB/s of chunk payload (~{payload:.2f} MB chunks, 2 senders) "
+        f"(target >= 400)"
+    )
+    results["ingest_mb_per_s"] = mbps
+    print(json.dumps({"bench": "pipeline", **results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
