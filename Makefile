@@ -30,6 +30,8 @@ lint: install
 
 bench: install
 	$(PY) scripts/bench.py
+	$(PY) scripts/bench_pipeline.py
+	$(PY) scripts/bench_replay.py
 
 # ---- running -----------------------------------------------------------------------------
 # N actors default to one per core but one (at least 1); ports: PORT (chunks), PORT+1 (weights).

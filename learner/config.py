@@ -40,6 +40,17 @@ class LearnerConfig:
     max_grad_norm: float = _f(40.0, "clip the global gradient norm to this")
     clip_rho_threshold: float = _f(1.0, "V-trace rho-bar")
     clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar for the policy-gradient advantage")
+    replay_capacity: int = _f(
+        2048, "prioritized replay size in sequences (chunk envs), on the device; 0 = off"
+    )
+    replay_fraction: float = _f(0.25, "share of each batch's sequences drawn from replay")
+    replay_alpha: float = _f(0.6, "priority exponent alpha: P(i) ~ p_i^alpha")
+    replay_beta: float = _f(0.4, "initial importance-weight exponent beta, annealed to 1")
+    replay_beta_anneal_updates: int = _f(100_000, "updates over which beta reaches 1")
+    replay_max_sample_insert_ratio: float = _f(
+        4.0, "rate limit: sequences sampled per sequence inserted (skip replay above)"
+    )
+    replay_min_size: int = _f(64, "sequences in replay before it is sampled")
     max_policy_lag: int = _f(50, "drop chunks whose policy is more than this many updates old")
     queue_chunks: int = _f(32, "ingest queue capacity; a full queue stops granting credits")
     credits_per_actor: int = _f(2, "chunks an actor may have in flight")
@@ -109,6 +120,20 @@ class LearnerConfig:
         ):
             if getattr(self, name) < 0:
                 out.append(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.replay_fraction < 1:
+            out.append(f"replay_fraction must be in [0, 1), got {self.replay_fraction}")
+        if self.replay_capacity < 0 or self.replay_min_size < 0:
+            out.append("replay_capacity and replay_min_size must be >= 0")
+        if self.replay_capacity and self.replay_min_size > self.replay_capacity:
+            out.append(
+                f"replay_min_size ({self.replay_min_size}) must be <= replay_capacity ({self.replay_capacity})"
+            )
+        if self.replay_alpha < 0 or not 0 <= self.replay_beta <= 1:
+            out.append("replay_alpha must be >= 0 and replay_beta in [0, 1]")
+        if self.replay_max_sample_insert_ratio <= 0 or self.replay_beta_anneal_updates < 1:
+            out.append(
+                "replay_max_sample_insert_ratio must be > 0 and replay_beta_anneal_updates >= 1"
+            )
         if not 0 <= self.discount <= 1:
             out.append(f"discount must be in [0, 1], got {self.discount}")
         if self.weights_dtype not in ("float32", "float16"):

@@ -22,6 +22,8 @@ from learner import checkpoint
 from learner.batching import collate
 from learner.config import LearnerConfig
 from learner.ingest import Ingest, IngestSettings
+from learner.mixing import ReplayMixer
+from learner.replay import ReplayCapacityError
 from learner.update import Hyper, Learner
 
 log = logging.getLogger("learner")
@@ -104,6 +106,10 @@ class TrainLoop:
             clip_pg_rho_threshold=cfg.clip_pg_rho_threshold,
         )
         self.learner = Learner(self.model, optimizer, hyper)
+        self.mixer = None
+        if cfg.replay_capacity and cfg.replay_fraction > 0:
+            self.mixer = ReplayMixer.create(cfg, self.device)
+            metrics.replay_capacity.set(cfg.replay_capacity)
         self.env_frames = 0
         self.agent_steps = 0
         self._resume()
@@ -128,6 +134,8 @@ class TrainLoop:
             self.ingest, self.model_spec.to_wire(), cfg.weights_dtype, metrics
         )
         self.rate = RateWindow(30.0)
+        self.replay_rate = RateWindow(30.0)
+        self._skipped_reported = 0
 
     # ---- checkpoints ------------------------------------------------------------------------
 
@@ -209,8 +217,19 @@ class TrainLoop:
                 self.metrics.policy_lag.observe(version - c.policy_version)
                 self.metrics.chunk_latency.observe(max(0.0, now - c.send_time))
             batch = collate(chunks, self.device)
-            stats = self.learner.step(batch)
             steps = batch.unroll_length * batch.num_sequences
+            mixed = None
+            if self.mixer is not None:
+                sample_start = time.perf_counter()
+                mixed = self.mixer.mix(batch, self.learner.updates)
+                self.metrics.replay_sample_seconds.observe(time.perf_counter() - sample_start)
+                batch = mixed.batch
+            stats = self.learner.step(batch)
+            if mixed is not None:
+                self.mixer.after_update(mixed, stats.priorities)
+                replayed = (batch.num_sequences - mixed.fresh) * batch.unroll_length
+                self.metrics.samples.labels("replay").inc(replayed)
+                self.replay_rate.add(replayed)
             frames = sum(c.actions.numel() * c.frame_skip for c in chunks)
             self.agent_steps += steps
             self.env_frames += frames
@@ -255,6 +274,22 @@ class TrainLoop:
         sps = self.rate.rate()
         m.agent_steps_per_second.set(sps)
         m.samples_per_second.labels("fresh").set(sps)
+        replay = {}
+        if self.mixer is not None:
+            r = self.mixer.replay
+            m.replay_size.set(r.size)
+            m.replay_sample_insert_ratio.set(self.mixer.sample_insert_ratio)
+            m.replay_skipped.inc(self.mixer.skipped - self._skipped_reported)
+            self._skipped_reported = self.mixer.skipped
+            m.samples_per_second.labels("replay").set(self.replay_rate.rate())
+            if r.size:
+                q = r.priority_quantiles([0.5, 0.9, 0.99, 1.0]).tolist()
+                for stat, v in zip(("p50", "p90", "p99", "max"), q, strict=True):
+                    m.replay_priority.labels(stat).set(v)
+            replay = {
+                "replay_size": r.size,
+                "replay_sample_insert_ratio": self.mixer.sample_insert_ratio,
+            }
         eps = list(self.ingest.episodes)
         row = {
             "time": time.time(),
@@ -268,6 +303,7 @@ class TrainLoop:
             "entropy": entropy,
             "grad_norm": float(stats.grad_norm),
             **loss,
+            **replay,
         }
         with open(self.run_dir / "metrics.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
@@ -300,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = LearnerMetrics()
     try:
         loop = TrainLoop(cfg, metrics)
-    except checkpoint.RunDirBusy as exc:
+    except (checkpoint.RunDirBusy, ReplayCapacityError) as exc:
         log.error("%s", exc)
         return 1
     if loop.device.type == "cuda":

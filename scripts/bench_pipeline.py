@@ -145,6 +145,8 @@ def actor_frames_per_s(procs: int, seconds: float, num_envs: int, unroll: int, l
                 str(num_envs),
                 "--unroll-length",
                 str(unroll),
+                "--lanes",
+                str(lanes),
                 "--log-level",
                 "WARNING",
             ],

@@ -1,0 +1,142 @@
+"""Mixing prioritized replay into the learner's batches, with a sample:insert rate limiter.
+
+Each update trains on the fresh sequences of B chunks plus a share of replayed sequences:
+n_replay = round(N_fresh * f / (1 - f)) for a replay fraction f. Replayed sequences keep their
+behaviour logits, so V-trace corrects them like any off-policy data, and their losses are
+weighted by the importance weights of prioritized sampling (Schaul et al. 2016). After the
+update, fresh sequences enter the buffer with the priorities this update computed for them and
+the replayed ones get theirs refreshed (priority = mean |v_s - V(x_s)| over the sequence).
+
+Rate limiter (after Reverb's SampleToInsertRatio): the ratio of sequences sampled to sequences
+inserted may not exceed `max_sample_insert_ratio`. When a batch would exceed it, or the buffer
+holds fewer than `min_size` sequences, the learner **skips** replay for that batch and trains on
+fresh data alone; it never blocks waiting for data to replay, and each skip is counted.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from learner.replay import PrioritizedReplay, check_fits, estimate_bytes
+from learner.update import Batch
+
+# Batch fields stored per sequence. Time-major fields ([T, N, ...]) are stored sequence-major.
+_TIME_MAJOR = (
+    "frames",
+    "first",
+    "actions",
+    "rewards",
+    "terminated",
+    "truncated",
+    "behaviour_logits",
+)
+_PER_SEQUENCE = ("final_frames", "final_t")
+
+
+class Mixed(NamedTuple):
+    batch: Batch  # fresh sequences first, then replayed ones
+    fresh: int  # number of fresh sequences
+    indices: torch.Tensor | None  # replay slots of the replayed sequences, or None
+
+
+def to_sequences(batch: Batch) -> dict[str, torch.Tensor]:
+    out = {k: getattr(batch, k).transpose(0, 1) for k in _TIME_MAJOR}  # [N, T(+4), ...]
+    out.update({k: getattr(batch, k) for k in _PER_SEQUENCE})
+    return out
+
+
+def from_sequences(fields: dict[str, torch.Tensor], weights: torch.Tensor) -> Batch:
+    time_major = {k: fields[k].transpose(0, 1) for k in _TIME_MAJOR}  # [T(+4), n, ...]
+    return Batch(**time_major, **{k: fields[k] for k in _PER_SEQUENCE}, weights=weights)
+
+
+def concat(a: Batch, b: Batch) -> Batch:
+    dims = {k: 1 for k in _TIME_MAJOR} | {k: 0 for k in (*_PER_SEQUENCE, "weights")}
+    return Batch(**{k: torch.cat([getattr(a, k), getattr(b, k)], dim=d) for k, d in dims.items()})
+
+
+def sequence_example(
+    unroll_length: int, frame_size: int, num_actions: int
+) -> dict[str, torch.Tensor]:
+    """One sequence's fields as meta tensors, for sizing the buffer before any data exists."""
+    T, S, A = unroll_length, frame_size, num_actions
+    meta = {"device": "meta"}
+    return {
+        "frames": torch.empty((T + 4, S, S), dtype=torch.uint8, **meta),
+        "first": torch.empty((T + 4,), dtype=torch.bool, **meta),
+        "actions": torch.empty((T,), dtype=torch.int64, **meta),
+        "rewards": torch.empty((T,), dtype=torch.float32, **meta),
+        "terminated": torch.empty((T,), dtype=torch.bool, **meta),
+        "truncated": torch.empty((T,), dtype=torch.bool, **meta),
+        "behaviour_logits": torch.empty((T, A), dtype=torch.float32, **meta),
+        "final_frames": torch.empty((S, S), dtype=torch.uint8, **meta),
+        "final_t": torch.empty((), dtype=torch.int64, **meta),
+    }
+
+
+class ReplayMixer:
+    def __init__(
+        self,
+        replay: PrioritizedReplay,
+        *,
+        fraction: float,
+        max_sample_insert_ratio: float,
+        min_size: int,
+        beta0: float,
+        beta_anneal_updates: int,
+    ):
+        self.replay = replay
+        self.fraction = fraction
+        self.max_ratio = max_sample_insert_ratio
+        self.min_size = min_size
+        self.beta0 = beta0
+        self.beta_anneal_updates = beta_anneal_updates
+        self.inserted = 0
+        self.sampled = 0
+        self.skipped = 0
+
+    @classmethod
+    def create(cls, cfg, device: torch.device) -> ReplayMixer:
+        """From the learner config; refuses a capacity that does not fit the device's memory."""
+        example = sequence_example(cfg.unroll_length, cfg.frame_size, cfg.num_actions)
+        check_fits(
+            estimate_bytes(example, cfg.replay_capacity), device, capacity=cfg.replay_capacity
+        )
+        replay = PrioritizedReplay(cfg.replay_capacity, cfg.replay_alpha, cfg.replay_beta, device)
+        return cls(
+            replay,
+            fraction=cfg.replay_fraction,
+            max_sample_insert_ratio=cfg.replay_max_sample_insert_ratio,
+            min_size=cfg.replay_min_size,
+            beta0=cfg.replay_beta,
+            beta_anneal_updates=cfg.replay_beta_anneal_updates,
+        )
+
+    @property
+    def sample_insert_ratio(self) -> float:
+        return self.sampled / max(1, self.inserted)
+
+    def mix(self, fresh: Batch, updates: int) -> Mixed:
+        n_fresh = fresh.num_sequences
+        n = round(n_fresh * self.fraction / (1.0 - self.fraction))
+        too_early = self.replay.size < max(self.min_size, 1)
+        too_fast = (self.sampled + n) > self.max_ratio * max(1, self.inserted)
+        if n == 0 or too_early or too_fast:
+            self.skipped += n > 0
+            return Mixed(fresh, n_fresh, None)
+        progress = min(1.0, updates / max(1, self.beta_anneal_updates))
+        self.replay.beta = self.beta0 + (1.0 - self.beta0) * progress
+        sample = self.replay.sample(n)
+        self.sampled += n
+        replayed = from_sequences(sample.batch, sample.weights)
+        return Mixed(concat(fresh, replayed), n_fresh, sample.indices)
+
+    def after_update(self, mixed: Mixed, priorities: torch.Tensor) -> None:
+        """priorities: [N] from the update, fresh sequences first (see `mix`)."""
+        if mixed.indices is not None:
+            self.replay.update_priorities(mixed.indices, priorities[mixed.fresh :])
+        fresh = {k: v[: mixed.fresh] for k, v in to_sequences(mixed.batch).items()}
+        self.replay.add(fresh, priorities[: mixed.fresh].detach())
+        self.inserted += mixed.fresh
