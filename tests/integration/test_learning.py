@@ -33,7 +33,15 @@ def random_policy_return(episodes: int = 300) -> float:
     return float(np.mean(returns))
 
 
-def test_two_actor_processes_learn_corridor(tmp_path):
+@pytest.mark.parametrize(
+    "replay",
+    [
+        ["--replay-capacity", "0"],
+        ["--replay-capacity", "512", "--replay-fraction", "0.5", "--replay-min-size", "32"],
+    ],
+    ids=["fresh-only", "with-replay"],
+)
+def test_two_actor_processes_learn_corridor(tmp_path, replay):
     baseline = random_policy_return()
     target = max(1.5, baseline + 1.0)  # optimal is 1.8 (8 steps of 0.1, then +1)
     port, mport = procs.free_port(2), procs.free_port()
@@ -54,6 +62,7 @@ def test_two_actor_processes_learn_corridor(tmp_path):
         "0.95",
         "--learning-rate",
         "5e-4",
+        *replay,
     )
     actor_args = [
         "--level",
@@ -83,6 +92,8 @@ def test_two_actor_processes_learn_corridor(tmp_path):
         procs.wait_until(
             f"mean return >= {target:.2f} (random policy: {baseline:.2f})", learned, 300, everyone
         )
+        final = procs.scrape(mport)
+        replayed = final.get("mario_learner_samples_total{source=replay}", 0)
     finally:
         for p in everyone:
             p.stop()
@@ -92,3 +103,7 @@ def test_two_actor_processes_learn_corridor(tmp_path):
         f"{last['updates']} updates"
     )
     assert last["mean_return"] >= target > baseline
+    if "0" in replay[:2]:
+        assert replayed == 0
+    else:  # replay was really mixed in
+        assert replayed > 0 and last["replay_size"] > 0
