@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from common import curve
 from common.env import ACTION_SETS, EnvSpec
 from common.model import ARCHS, ModelSpec
 
@@ -19,6 +20,9 @@ class ActorConfig:
     )
     actor_id: int = _f(0, "this actor's id, unique among the learner's actors")
     run_id: str = _f("default", "training run name; must match the learner's --run-id")
+    curve_dir: str = _f(
+        "", "CURVE keys: dir with this actor's actor.key_secret and learner.key (empty = off)"
+    )
     num_envs: int = _f(4, "envs in this process (built one after another)")
     lanes: int = _f(2, "env groups: one steps in a thread while the policy runs for another")
     level: str = _f("1-1", "Super Mario Bros stage W-S, or a Gymnasium id")
@@ -48,6 +52,14 @@ class ActorConfig:
     eval: bool = _f(
         False, "evaluation mode: greedy episodes with the newest weights, no chunks sent"
     )
+    eval_dir: str = _f(
+        "runs/default/eval", "eval mode: where the best episode's video and summary go"
+    )
+    eval_interval_s: float = _f(60.0, "eval mode: seconds between evaluations")
+    eval_episodes: int = _f(
+        1, "eval mode: greedy episodes per evaluation (greedy play is deterministic)"
+    )
+    eval_window: int = _f(10, "eval mode: episodes averaged in the mario_eval_* gauges")
     log_level: str = _f("INFO", "logging level")
 
     def env_spec(self) -> EnvSpec:
@@ -82,6 +94,8 @@ class ActorConfig:
             out.append(
                 "no_progress_steps must be 0 or >= unroll_length (one truncation per env per chunk)"
             )
+        if self.eval_interval_s < 0 or self.eval_episodes < 1 or self.eval_window < 1:
+            out.append("eval_interval_s must be >= 0, eval_episodes and eval_window >= 1")
         if self.torch_threads < 1:
             out.append(f"torch_threads must be >= 1, got {self.torch_threads}")
         for name in (
@@ -96,6 +110,7 @@ class ActorConfig:
             out.append("learner_timeout_s must exceed 2 x heartbeat_interval_s")
         if not 0 <= self.metrics_port < 65536:
             out.append(f"metrics_port must be in [0, 65535], got {self.metrics_port}")
+        out += curve.actor_problems(self.curve_dir)
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             out.append(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
         return out

@@ -20,11 +20,19 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import torch
 import zmq
 
 from common import wire
 
 log = logging.getLogger(__name__)
+
+
+def load_weights(model: torch.nn.Module, weights: wire.Weights) -> None:
+    """Copy broadcast weights (float32 or float16 on the wire) into `model`."""
+    state = {k: torch.from_numpy(np.array(v, np.float32)) for k, v in weights.tensors.items()}
+    model.load_state_dict(state)
 
 
 class FatalRefusal(RuntimeError):

@@ -10,16 +10,16 @@ import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 
-import numpy as np
 import torch
 
 from actor.config import ActorConfig
-from actor.link import FatalRefusal, LearnerLink
+from actor.eval_runner import EvalRunner
+from actor.link import FatalRefusal, LearnerLink, load_weights
 from actor.rollout import ChunkArrays, Lane, sample_actions, split_lanes
 from common import config as config_io
-from common import wire
+from common import curve, wire
 from common.env import EnvBuildError, build_envs
-from common.metrics import ActorMetrics, RateWindow, serve
+from common.metrics import ActorMetrics, EvalMetrics, RateWindow, serve
 from common.model import ActorCritic
 
 log = logging.getLogger("actor")
@@ -55,11 +55,6 @@ def to_wire_chunk(cfg: ActorConfig, instance_id: str, seq: int, c: ChunkArrays) 
         final_frames=c.final_frames,
         final_index=c.final_index,
     )
-
-
-def load_weights(model: torch.nn.Module, weights: wire.Weights) -> None:
-    state = {k: torch.from_numpy(np.array(v, np.float32)) for k, v in weights.tensors.items()}
-    model.load_state_dict(state)
 
 
 class Actor:
@@ -103,6 +98,7 @@ class Actor:
             backoff_max_s=cfg.reconnect_backoff_max_s,
             on_weights=self._on_weights,
             on_event=self._on_event,
+            socket_options=curve.client_options(cfg.curve_dir) if cfg.curve_dir else None,
         )
 
     def _on_weights(self, weights: wire.Weights) -> None:
@@ -123,7 +119,7 @@ class Actor:
         start = time.perf_counter()
         with torch.inference_mode():
             out = self.model(lane.observe())  # [K, A], [K]
-            actions = sample_actions(out.logits, greedy=self.cfg.eval)
+            actions = sample_actions(out.logits)
         lane.act(actions.numpy(), out.logits.numpy(), max(self.link.policy_version, 0))
         self.metrics.inference_seconds.inc(time.perf_counter() - start)
 
@@ -137,8 +133,6 @@ class Actor:
         for arrays in lane.take_finished():
             for e in arrays.episodes:
                 self.metrics.episodes.labels(level=e.level, outcome=e.outcome).inc()
-            if self.cfg.eval:
-                continue
             start = time.perf_counter()
             if not self.link.wait_for_credit(self.stopping.is_set):
                 return
@@ -195,12 +189,12 @@ def main(argv: list[str] | None = None) -> int:
         format=f"%(asctime)s actor[{cfg.actor_id}] %(levelname)s %(message)s",
     )
     torch.set_num_threads(cfg.torch_threads)
-    metrics = ActorMetrics()
+    metrics = EvalMetrics() if cfg.eval else ActorMetrics()
     if cfg.metrics_port:
         serve(metrics.registry, cfg.metrics_host, cfg.metrics_port)
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
     try:
-        actor = Actor(cfg, metrics)
+        actor = EvalRunner(cfg, metrics, uuid.uuid4().hex) if cfg.eval else Actor(cfg, metrics)
     except EnvBuildError as exc:
         log.error("%s", exc)
         return 1

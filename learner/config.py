@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 
+from common import curve
 from common.env import ACTION_SETS
 from common.model import ARCHS, ModelSpec
 
@@ -23,6 +25,12 @@ class LearnerConfig:
         "127.0.0.1", "address to bind; actors connect to PORT (chunks) and PORT+1 (weights)"
     )
     port: int = _f(5555, "ROUTER port for actors; the weights PUB socket binds PORT+1")
+    curve_dir: str = _f(
+        "", "CURVE keys: dir with learner.key_secret and authorized/*.key of actors (empty = off)"
+    )
+    insecure: bool = _f(
+        False, "allow a non-loopback --host without --curve-dir: anyone can connect"
+    )
     metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
     metrics_port: int = _f(9000, "port of the /metrics HTTP server (0 = off)")
     action_set: str = _f("simple", "action set the actors use (fixes the number of actions)")
@@ -32,7 +40,9 @@ class LearnerConfig:
     batch_chunks: int = _f(4, "chunks per update (each holds one actor lane's envs)")
     learning_rate: float = _f(2e-4, "Adam learning rate")
     adam_eps: float = _f(1e-5, "Adam epsilon")
-    discount: float = _f(0.99, "discount factor gamma")
+    discount: float = _f(
+        0.9, "discount factor gamma (0.9: dense progress rewards, as Mario PPO/A3C use)"
+    )
     reward_scale: float = _f(0.1, "rewards are multiplied by this before clipping")
     reward_clip: float = _f(1.0, "clip scaled rewards to +-this (0 = off)")
     baseline_cost: float = _f(0.5, "weight of the value loss")
@@ -85,6 +95,12 @@ class LearnerConfig:
             out.append(f"port must be in [1, 65534] (PORT+1 is used too), got {self.port}")
         if not 0 <= self.metrics_port < 65536:
             out.append(f"metrics_port must be in [0, 65535], got {self.metrics_port}")
+        if not (self.curve_dir or self.insecure or _loopback(self.host)):
+            out.append(
+                f"host {self.host} is not loopback: set --curve-dir (make keys) so only "
+                "authorised actors can connect, or pass --insecure"
+            )
+        out += curve.learner_problems(self.curve_dir)
         positive_ints = (
             "unroll_length",
             "batch_chunks",
@@ -147,3 +163,12 @@ class LearnerConfig:
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             out.append(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
         return out
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # "*", an interface name or a DNS name: may be reachable from outside
+        return False

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import zmq
 
 from common import config as config_io
-from common import wire
+from common import curve, wire
 from common.gpu import GpuCollector
 from common.metrics import LearnerMetrics, RateWindow, serve
 from common.model import ActorCritic
@@ -127,8 +128,18 @@ class TrainLoop:
             actor_timeout_s=cfg.actor_timeout_s,
             pin_memory=self.device.type == "cuda",
         )
+        context = zmq.Context.instance()
+        self.curve = curve.CurveServer.start(cfg.curve_dir, context) if cfg.curve_dir else None
+        if self.curve:
+            log.info("CURVE on: %d authorised actor keys", self.curve.authorized_keys)
         self.ingest = Ingest(
-            settings, metrics, lambda: self.learner.updates, host=cfg.host, port=cfg.port
+            settings,
+            metrics,
+            lambda: self.learner.updates,
+            host=cfg.host,
+            port=cfg.port,
+            context=context,
+            socket_options=self.curve.socket_options if self.curve else None,
         )
         self.publisher = Publisher(
             self.ingest, self.model_spec.to_wire(), cfg.weights_dtype, metrics
@@ -326,6 +337,8 @@ class TrainLoop:
     def close(self) -> None:
         self.publisher.stop()
         self.ingest.stop()
+        if self.curve:
+            self.curve.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

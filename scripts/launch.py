@@ -57,10 +57,12 @@ def actor_argv(i: int, args: argparse.Namespace, extra: list[str]) -> list[str]:
     return argv + extra
 
 
-def write_targets(path: Path, host: str, base: int, n: int) -> None:
+def write_targets(
+    path: Path, host: str, base: int, n: int, job: str = "mario-actor", first_id: int = 0
+) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     targets = [
-        {"targets": [f"{host}:{base + i}"], "labels": {"job": "mario-actor", "actor_id": str(i)}}
+        {"targets": [f"{host}:{base + i}"], "labels": {"job": job, "actor_id": str(first_id + i)}}
         for i in range(n)
     ]
     tmp = path.with_suffix(".tmp")
@@ -185,6 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("mode", choices=["actors", "train"])
     parser.add_argument(
+        "--eval",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="train: also run one greedy eval actor (videos in RUN/eval)",
+    )
+    parser.add_argument(
         "--n", type=int, default=max(1, (os.cpu_count() or 2) - 1), help="actor processes"
     )
     parser.add_argument(
@@ -251,6 +259,16 @@ def main(argv: list[str] | None = None) -> int:
         procs.append(Proc(f"actor {i}", actor_argv(i, args, extra), logs / f"actor-{i}.log"))
     if args.metrics_base_port:
         write_targets(Path(args.targets_file), "127.0.0.1", args.metrics_base_port, args.n)
+    if args.mode == "train" and args.eval:  # one greedy eval actor, id N, metrics port BASE+N
+        eval_argv = actor_argv(
+            args.n, args, [*extra, "--eval", "--eval-dir", str(run_dir / "eval")]
+        )
+        procs.append(Proc("eval actor", eval_argv, logs / "eval.log"))
+        if args.metrics_base_port:
+            eval_targets = Path(args.targets_file).with_name("eval.json")
+            write_targets(
+                eval_targets, "127.0.0.1", args.metrics_base_port + args.n, 1, "mario-eval", args.n
+            )
     print(
         f"{args.mode}: {'learner + ' if learner else ''}{args.n} actors; logs in {logs}/; Ctrl-C stops",
         file=sys.stderr,

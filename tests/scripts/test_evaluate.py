@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from actor import evaluation
 from common.env import EnvSpec, EpisodeSummary, FrameEnv
 from common.model import ActorCritic, ModelSpec
 from learner import checkpoint
@@ -62,7 +63,7 @@ def episode(max_x: int, ret: float, flag: bool = False) -> EpisodeSummary:
 
 
 def test_frame_ring_masks_the_previous_episode_like_training():
-    ring = evaluate.FrameRing((2, 2))
+    ring = evaluation.FrameRing((2, 2))
     for v in (1, 2, 3):
         ring.push(np.full((2, 2), v, np.uint8), first=v == 1)
     ring.push(np.full((2, 2), 9, np.uint8), first=True)  # a new episode starts
@@ -75,25 +76,25 @@ def test_frame_ring_masks_the_previous_episode_like_training():
 
 def test_best_episode_is_largest_max_x_then_return_then_earliest():
     eps = [episode(300, 5.0), episode(500, 1.0), episode(500, 7.0), episode(500, 7.0, flag=True)]
-    s = evaluate.summarise(eps)
+    s = evaluation.summarise(eps)
     assert s.best_index == 2
     assert s.episodes == 4 and s.flag_rate == 0.25 and s.max_max_x == 500
     assert s.mean_max_x == pytest.approx(450.0) and s.mean_return == pytest.approx(5.0)
 
 
 def test_action_set_mismatch_names_both_sides():
-    problems = evaluate.check_compatible(
+    problems = evaluation.check_compatible(
         ModelSpec(num_actions=7), "simple", EnvSpec(action_set="complex"), 12
     )
     assert problems and problems[0].startswith(
         "checkpoint has 7 actions (simple), env has 12 (complex)"
     )
-    assert evaluate.check_compatible(ModelSpec(), "simple", EnvSpec(), 7) == []
+    assert evaluation.check_compatible(ModelSpec(), "simple", EnvSpec(), 7) == []
 
 
 def test_upscale_is_nearest_neighbour():
     frame = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
-    big = evaluate.upscale(frame, 3)
+    big = evaluation.upscale(frame, 3)
     assert big.shape == (6, 6, 3)
     assert (big[:3, :3] == frame[0, 0]).all() and (big[3:, 3:] == frame[1, 1]).all()
 
@@ -107,8 +108,8 @@ def test_play_episode_sees_training_stacks_and_reports_length_plus_one_screens()
         return 1
 
     screens: list[np.ndarray] = []
-    ep = evaluate.play_episode(
-        env, policy, on_frame=lambda: screens.append(evaluate.screen_rgb(env))
+    ep = evaluation.play_episode(
+        env, policy, on_frame=lambda: screens.append(evaluation.screen_rgb(env))
     )
     assert ep.length == len(seen) and len(screens) == ep.length + 1
     assert (seen[0][0, :3] == 0).all() and seen[0][0, 3].any()  # only the reset frame

@@ -1,0 +1,129 @@
+"""`python -m actor --eval`: greedy episodes with the newest weights, judged while training runs.
+
+The eval actor registers like any actor (so it receives weight broadcasts) but sends no chunks.
+Every `eval_interval_s` it plays `eval_episodes` greedy episodes with the newest policy, exports
+`mario_eval_*` metrics per level (means over the last `eval_window` episodes), and keeps the video
+and summary of its best episode so far in `eval_dir` (best-<level>.mp4 / .json). Between
+evaluations it only keeps the connection alive, so it costs little CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from fractions import Fraction
+from pathlib import Path
+
+import torch
+
+from actor.config import ActorConfig
+from actor.evaluation import NES_FPS, make_policy, play_episode, screen_rgb, write_video
+from actor.link import LearnerLink, load_weights
+from common import wire
+from common.env import EpisodeSummary, build_envs
+from common.metrics import EvalMetrics
+from common.model import ActorCritic
+
+log = logging.getLogger("actor.eval")
+
+
+class EvalRunner:
+    def __init__(self, cfg: ActorConfig, metrics: EvalMetrics, instance_id: str):
+        self.cfg = cfg
+        self.metrics = metrics
+        self.out_dir = Path(cfg.eval_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        spec = cfg.env_spec()
+        self.env = build_envs(spec, 1, timeout_s=cfg.build_timeout_s, retries=cfg.build_retries)[0]
+        self.model = ActorCritic(cfg.model_spec(self.env.num_actions)).eval()
+        self.policy = make_policy(self.model, greedy=True)
+        self.window: deque[EpisodeSummary] = deque(maxlen=cfg.eval_window)
+        self.best: tuple[int, float] | None = None  # (max_x, return) of the best episode so far
+        self.best_mean_max_x = 0.0
+        self._pending: wire.Weights | None = None
+        self.version = -1
+        self.stopping = False
+        register = wire.Register(
+            run_id=cfg.run_id,
+            actor_id=cfg.actor_id,
+            instance_id=instance_id,
+            env_spec=spec.to_wire(),
+            model_spec=self.model.spec.to_wire(),
+            num_envs=1,
+            unroll_length=cfg.unroll_length,
+        )
+        self.link = LearnerLink(
+            cfg.learner,
+            register,
+            heartbeat_interval_s=cfg.heartbeat_interval_s,
+            timeout_s=cfg.learner_timeout_s,
+            backoff_max_s=cfg.reconnect_backoff_max_s,
+            on_weights=self._on_weights,
+        )
+
+    def _on_weights(self, weights: wire.Weights) -> None:
+        self._pending = weights  # applied between episodes, never in the middle of one
+
+    def _apply_pending(self) -> None:
+        if self._pending is not None:
+            load_weights(self.model, self._pending)
+            self.version = self._pending.policy_version
+            self._pending = None
+
+    def stop(self, *_: object) -> None:
+        self.stopping = True
+
+    def run(self) -> int:
+        if not self.link.wait_for_weights(lambda: self.stopping):
+            return 0
+        level = self.cfg.level
+        next_eval = time.monotonic()
+        while not self.stopping:
+            self.link.poll(timeout_ms=100)
+            if time.monotonic() < next_eval:
+                continue
+            next_eval = time.monotonic() + self.cfg.eval_interval_s
+            for _ in range(self.cfg.eval_episodes):
+                if self.stopping:
+                    break
+                self._apply_pending()
+                frames: list = []
+
+                def on_frame(frames: list = frames) -> None:
+                    frames.append(screen_rgb(self.env))
+                    self.link.poll(0)  # heartbeats and weights keep flowing during the episode
+
+                with torch.inference_mode():
+                    episode = play_episode(self.env, self.policy, on_frame=on_frame)
+                self._record(level, episode, frames)
+        return 0
+
+    def _record(self, level: str, episode: EpisodeSummary, frames: list) -> None:
+        m = self.metrics
+        self.window.append(episode)
+        n = len(self.window)
+        mean_max_x = sum(e.max_x for e in self.window) / n
+        self.best_mean_max_x = max(self.best_mean_max_x, mean_max_x)
+        m.episodes.labels(level).inc()
+        m.max_x.labels(level).set(mean_max_x)
+        m.flag_rate.labels(level).set(sum(e.flag for e in self.window) / n)
+        m.episode_return.labels(level).set(sum(e.episode_return for e in self.window) / n)
+        m.policy_version.labels(level).set(self.version)
+        m.best_max_x.labels(level).set(self.best_mean_max_x)
+        log.info(
+            "eval v%d %s: max x %d, return %.0f, %s after %d steps",
+            self.version, level, episode.max_x, episode.episode_return, episode.outcome, episode.length,
+        )  # fmt: skip
+        key = (episode.max_x, episode.episode_return)
+        if self.best is None or key > self.best:
+            self.best = key
+            name = f"best-{level.replace(':', '_').replace('/', '_')}"
+            fps = Fraction(NES_FPS, self.cfg.frame_skip)
+            write_video(self.out_dir / f"{name}.mp4", frames, fps)
+            summary = {**episode._asdict(), "policy_version": self.version, "frames": len(frames)}
+            (self.out_dir / f"{name}.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+    def close(self) -> None:
+        self.link.close()

@@ -1,0 +1,234 @@
+"""Evaluation episodes, free of sockets: used by `make eval` and by the eval-mode actor.
+
+The policy sees exactly what it saw in training: the env factory's 84x84 grayscale frames, stacked
+by `common.stacking.stack_frames` from a 4-frame ring whose `first` flags mask the frames of an
+earlier episode.
+
+Video: one full-colour NES screen (240x256, native) per agent step, upscaled by an integer factor
+with nearest neighbour, at 60/frame_skip fps (15 fps for frame skip 4), H.264 yuv420p in MP4.
+An episode of `length` agent steps gives `length + 1` frames: the reset screen, then the screen
+after each step (the last NES frame of that step), the final (death / flag / cutoff) one included.
+The best episode is the one with the largest max x, then the largest return, then the earliest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from actor.rollout import sample_actions
+from common.env import ACTION_SETS, EnvSpec, EpisodeSummary, FrameEnv
+from common.model import ActorCritic, ModelSpec
+from common.stacking import STACK, stack_frames
+
+NES_FPS = 60  # NES frames per second (60.0988 on hardware; players and the game say 60)
+
+Policy = Callable[[torch.Tensor], int]  # stacked frames [1, S, H, W] uint8 -> action
+
+
+class FrameRing:
+    """The last `stack` frames of one env with their `first` flags, as the actor keeps them."""
+
+    def __init__(self, frame_shape: tuple[int, int], stack: int = STACK):
+        self.frames = torch.zeros((stack, 1, *frame_shape), dtype=torch.uint8)  # [S, 1, H, W]
+        self.first = torch.zeros((stack, 1), dtype=torch.bool)  # [S, 1]
+
+    def push(self, frame: np.ndarray, first: bool) -> None:
+        """Append the newest frame (copied); `first` marks the reset frame of an episode."""
+        self.frames = torch.roll(self.frames, -1, dims=0)
+        self.first = torch.roll(self.first, -1, dims=0)
+        self.frames[-1, 0] = torch.from_numpy(frame)
+        self.first[-1, 0] = first
+
+    def observe(self) -> torch.Tensor:
+        """The policy's input for the newest frame: [1, S, H, W] uint8."""
+        return stack_frames(self.frames, self.first, stack=self.frames.shape[0])[0]
+
+
+def make_policy(model: ActorCritic, *, greedy: bool, device: torch.device | str = "cpu") -> Policy:
+    """Argmax (greedy) or sampled actions from `model`, one observation at a time."""
+    model = model.to(device).eval()
+
+    def policy(obs: torch.Tensor) -> int:
+        with torch.inference_mode():
+            logits = model(obs.to(device)).logits  # [1, A]
+            return int(sample_actions(logits.float().cpu(), greedy=greedy)[0])
+
+    return policy
+
+
+def screen_rgb(env: FrameEnv) -> np.ndarray:
+    """A copy of the current full-resolution colour screen: [240, 256, 3] uint8 for Mario.
+
+    Gymnasium envs give their last raw observation (grayscale repeated to three channels).
+    """
+    if env.spec.is_mario:
+        return np.array(env._env.screen, dtype=np.uint8, copy=True)
+    obs = np.asarray(env._obs, dtype=np.uint8)
+    if obs.ndim == 2:
+        obs = np.repeat(obs[:, :, None], 3, axis=2)
+    return np.array(obs[:, :, :3], copy=True)
+
+
+def play_episode(
+    env: FrameEnv,
+    policy: Policy,
+    *,
+    stack: int = STACK,
+    on_frame: Callable[[], None] | None = None,
+) -> EpisodeSummary:
+    """Reset `env` and play one episode to its end; the env's own summary of it.
+
+    `on_frame` is called after the reset and after every agent step (length + 1 calls), when the
+    env shows the screen that step ended on: pass e.g. `lambda: frames.append(screen_rgb(env))`.
+    """
+    ring = FrameRing(env.frame_shape, stack)
+    ring.push(env.reset(), first=True)
+    if on_frame is not None:
+        on_frame()
+    while True:
+        step = env.step(policy(ring.observe()))  # action[t] follows frame t; frame t+1 follows
+        if on_frame is not None:
+            on_frame()
+        if step.episode is not None:
+            return step.episode
+        ring.push(step.frame, first=False)
+
+
+def _screen_recorder(env: FrameEnv, into: list[np.ndarray]) -> Callable[[], None]:
+    return lambda: into.append(screen_rgb(env))
+
+
+def play_episodes(
+    env: FrameEnv, policy: Policy, count: int, *, stack: int = STACK, record: bool = True
+) -> tuple[list[EpisodeSummary], list[np.ndarray]]:
+    """Play `count` episodes; their summaries and the best one's colour screens (see `best_index`).
+
+    Only the best episode so far and the current one are held: about 180 KB per agent step each.
+    """
+    episodes: list[EpisodeSummary] = []
+    best_frames: list[np.ndarray] = []
+    for _ in range(count):
+        frames: list[np.ndarray] = []
+        on_frame = _screen_recorder(env, frames) if record else None
+        episodes.append(play_episode(env, policy, stack=stack, on_frame=on_frame))
+        if best_index(episodes) == len(episodes) - 1:
+            best_frames = frames
+    return episodes, best_frames
+
+
+class EvalSummary(NamedTuple):
+    episodes: int
+    flag_rate: float
+    mean_max_x: float
+    max_max_x: int
+    mean_return: float
+    best_index: int  # the best episode: largest max_x, then return, then earliest
+
+
+def best_index(episodes: Sequence[EpisodeSummary]) -> int:
+    return max(
+        range(len(episodes)), key=lambda i: (episodes[i].max_x, episodes[i].episode_return, -i)
+    )
+
+
+def summarise(episodes: Sequence[EpisodeSummary]) -> EvalSummary:
+    if not episodes:
+        raise ValueError("no episodes to summarise")
+    return EvalSummary(
+        episodes=len(episodes),
+        flag_rate=float(np.mean([e.flag for e in episodes])),
+        mean_max_x=float(np.mean([e.max_x for e in episodes])),
+        max_max_x=max(e.max_x for e in episodes),
+        mean_return=float(np.mean([e.episode_return for e in episodes])),
+        best_index=best_index(episodes),
+    )
+
+
+def episode_rows(episodes: Sequence[EpisodeSummary]) -> list[dict[str, Any]]:
+    """JSON-ready rows: index, max_x, flag, return, length, outcome."""
+    return [
+        {"index": i, "max_x": e.max_x, "flag": e.flag, "return": e.episode_return}
+        | {"length": e.length, "outcome": e.outcome}
+        for i, e in enumerate(episodes)
+    ]
+
+
+def action_set_for(num_actions: int) -> str | None:
+    """The action set with this many actions, if exactly one has."""
+    names = [name for name, combos in ACTION_SETS.items() if len(combos) == num_actions]
+    return names[0] if len(names) == 1 else None
+
+
+def check_compatible(
+    model_spec: ModelSpec, trained_action_set: str | None, env_spec: EnvSpec, env_actions: int
+) -> list[str]:
+    """Every way the checkpoint's network cannot play this env, each saying what to change."""
+    out = []
+    if model_spec.num_actions != env_actions:
+        trained = f" ({trained_action_set})" if trained_action_set else ""
+        env_name = env_spec.action_set if env_spec.is_mario else env_spec.level
+        fix = f"; pass --action-set {trained_action_set}" if trained_action_set else ""
+        out.append(
+            f"checkpoint has {model_spec.num_actions} actions{trained}, "
+            f"env has {env_actions} ({env_name}){fix}"
+        )
+    if model_spec.frame_size != env_spec.frame_size:
+        out.append(
+            f"checkpoint expects {model_spec.frame_size}x{model_spec.frame_size} frames, env makes "
+            f"{env_spec.frame_size}x{env_spec.frame_size}; pass --frame-size {model_spec.frame_size}"
+        )
+    return out
+
+
+def upscale(frame: np.ndarray, scale: int) -> np.ndarray:
+    """Nearest-neighbour integer upscaling of [H, W, C] to [H*scale, W*scale, C]."""
+    if scale == 1:
+        return frame
+    return np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1)
+
+
+def markdown_table(episodes: Sequence[EpisodeSummary], summary: EvalSummary) -> str:
+    lines = [
+        "| episode | max x | flag | return | length | outcome |",
+        "|---:|---:|:---:|---:|---:|:---|",
+    ]
+    for i, e in enumerate(episodes):
+        best = " (best)" if i == summary.best_index else ""
+        lines.append(
+            f"| {i}{best} | {e.max_x} | {'yes' if e.flag else 'no'} | {e.episode_return:.0f} "
+            f"| {e.length} | {e.outcome} |"
+        )
+    lines.append("")
+    lines.append(
+        f"{summary.episodes} episodes: flag rate {summary.flag_rate:.2f}, "
+        f"mean max x {summary.mean_max_x:.1f} (max {summary.max_max_x}), "
+        f"mean return {summary.mean_return:.1f}"
+    )
+    return "\n".join(lines)
+
+
+# ---- IO -------------------------------------------------------------------------------------
+
+
+def write_video(path: Path, frames: Sequence[np.ndarray], fps: Fraction, scale: int = 1) -> None:
+    """H.264 yuv420p MP4 of [H, W, 3] uint8 RGB frames, written to a temp file then renamed."""
+    import av
+
+    height, width = frames[0].shape[0] * scale, frames[0].shape[1] * scale
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.mp4")
+    with av.open(str(tmp), "w", options={"movflags": "+faststart"}) as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"crf": "18", "preset": "medium"}
+        for frame in frames:
+            image = av.VideoFrame.from_ndarray(np.ascontiguousarray(upscale(frame, scale)), "rgb24")
+            container.mux(stream.encode(image))
+        container.mux(stream.encode(None))  # flush the encoder's delayed frames
+    os.replace(tmp, path)
