@@ -87,6 +87,10 @@ class TrainLoop:
         self.metrics = metrics
         self.stopping = threading.Event()
         self.device = resolve_device(cfg.device)
+        if self.device.type == "cuda":  # fixed input shapes: let cuDNN pick its fastest kernels
+            torch.backends.cudnn.benchmark = True
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         self.run_dir = Path(cfg.run_dir)
         self._lock_fd = checkpoint.lock_run_dir(self.run_dir)
         config_io.write_resolved(cfg, self.run_dir / "config.json")
