@@ -35,12 +35,15 @@ def server(keys):
     for s in (router, pub):
         s.linger = 0
         srv.socket_options(s)
-    ports = router.bind_to_random_port("tcp://127.0.0.1"), pub.bind_to_random_port("tcp://127.0.0.1")
+    ports = (
+        router.bind_to_random_port("tcp://127.0.0.1"),
+        pub.bind_to_random_port("tcp://127.0.0.1"),
+    )
     yield router, pub, ports
     router.close()
     pub.close()
     srv.stop()
-    ctx.term()
+    ctx.destroy(linger=0)
 
 
 def _client(ctx, kind, port, options=None):
@@ -94,7 +97,7 @@ def test_only_authorised_keys_reach_the_learner_sockets(keys, server):
         dealer.close()
         sub.close()
     finally:
-        ctx.term()
+        ctx.destroy(linger=0)
 
 
 def test_make_keys_is_idempotent_and_keeps_secrets_private(tmp_path):
