@@ -87,3 +87,58 @@ prometheus:
 	@command -v prometheus >/dev/null || { echo "error: prometheus not found; install it (Debian/Ubuntu: apt-get install prometheus)" >&2; exit 1; }
 	prometheus --config.file=deploy/prometheus/prometheus.yml --storage.tsdb.path=runs/prometheus \
 		--web.listen-address=127.0.0.1:9090 $(PROMETHEUS_ARGS)
+
+# ---- as a service: supervisord (docs/DEPLOY.md) ------------------------------------------------
+# make up N=16: supervisord in the background (deploy/supervisord/mario-impala.conf) runs the
+# learner on HOST:PORT (DEVICE=auto: the GPU if present) and N actors with ids FIRST_ACTOR..,
+# restarting whichever dies; logs in RUN/logs/, actor targets for Prometheus in TARGETS.
+# make status lists them; make down stops everything (the learner writes its final checkpoint)
+# and returns once supervisord has exited. KEYS=dir turns CURVE on (make keys writes it); a
+# non-loopback HOST needs it. LEARNER_AUTOSTART=false runs actors only (with LEARNER=host:PORT).
+HOST ?= 127.0.0.1
+METRICS_HOST ?= 127.0.0.1
+LEARNER_METRICS_PORT ?= 9000
+ACTOR_METRICS_BASE ?= 9100
+FIRST_ACTOR ?= 0
+LEARNER_AUTOSTART ?= true
+KEYS ?=
+FORCE ?= 0
+TARGETS ?= runs/targets/actors.json
+DOWN_TIMEOUT_S ?= 180
+SUPERVISOR_CONF := deploy/supervisord/mario-impala.conf
+SUPERVISOR_ENV = MARIO_PYTHON=$(abspath $(PY)) MARIO_RUN=$(abspath $(RUN)) MARIO_HOST=$(HOST) \
+	MARIO_PORT=$(PORT) MARIO_DEVICE=$(DEVICE) MARIO_METRICS_HOST=$(METRICS_HOST) \
+	MARIO_LEARNER_METRICS_PORT=$(LEARNER_METRICS_PORT) MARIO_LEARNER_AUTOSTART=$(LEARNER_AUTOSTART) \
+	MARIO_LEARNER_ARGS='$(LEARNER_ARGS)' MARIO_N=$(N) MARIO_FIRST_ACTOR=$(FIRST_ACTOR) \
+	MARIO_LEARNER=$(LEARNER) MARIO_ACTOR_METRICS_BASE=$(ACTOR_METRICS_BASE) \
+	MARIO_ACTOR_ARGS='--level $(LEVEL) $(ACTOR_ARGS)' MARIO_KEYS=$(if $(KEYS),$(abspath $(KEYS)))
+SUPERVISORCTL = $(SUPERVISOR_ENV) $(VENV)/bin/supervisorctl -c $(SUPERVISOR_CONF)
+
+.PHONY: up status down keys
+
+up: install
+	@mkdir -p $(RUN)/logs
+	$(SUPERVISOR_ENV) $(VENV)/bin/supervisord -c $(SUPERVISOR_CONF)
+	@if [ "$(ACTOR_METRICS_BASE)" != 0 ]; then \
+		mkdir -p $(dir $(TARGETS)); host=$(if $(filter 0.0.0.0 ::,$(METRICS_HOST)),127.0.0.1,$(METRICS_HOST)); sep=; \
+		{ printf '['; for i in $$(seq $(FIRST_ACTOR) $$(( $(FIRST_ACTOR) + $(N) - 1 ))); do \
+			printf '%s\n  {"targets": ["%s:%d"], "labels": {"job": "mario-actor", "actor_id": "%d"}}' \
+				"$$sep" $$host $$(( $(ACTOR_METRICS_BASE) + i )) $$i; sep=,; done; printf '\n]\n'; \
+		} > $(TARGETS).tmp && mv $(TARGETS).tmp $(TARGETS); fi
+	@echo "supervisord runs $(if $(filter true,$(LEARNER_AUTOSTART)),the learner and )$(N) actors for $(RUN); logs in $(RUN)/logs/; make status, make down"
+
+status:
+	@$(SUPERVISORCTL) status
+
+down:
+	@pidfile=$(RUN)/supervisord.pid; \
+	if [ ! -e $$pidfile ]; then echo "supervisord is not running for $(RUN)"; exit 0; fi; \
+	pid=$$(cat $$pidfile); \
+	if ! $(SUPERVISORCTL) shutdown; then \
+		kill -0 $$pid 2>/dev/null && exit 1; echo "supervisord (pid $$pid) is gone; removing its stale pidfile"; rm -f $$pidfile; exit 0; fi; \
+	for _ in $$(seq $$(( $(DOWN_TIMEOUT_S) * 5 ))); do \
+		[ -e $$pidfile ] || { echo "stopped: every process has exited"; exit 0; }; sleep 0.2; done; \
+	echo "error: supervisord (pid $$pid) still running after $(DOWN_TIMEOUT_S) s; see $(RUN)/logs/supervisord.log" >&2; exit 1
+
+keys: install
+	$(PY) scripts/keys.py --dir $(or $(KEYS),runs/keys) --n $(N) --first $(FIRST_ACTOR) $(if $(filter 1,$(FORCE)),--force)
