@@ -30,7 +30,7 @@ class ActorConfig:
     frame_skip: int = _f(4, "NES frames per agent step")
     frame_size: int = _f(84, "observation size in pixels (square)")
     no_progress_steps: int = _f(
-        200, "truncate an episode after this many steps without a new max x_pos (0 = off)"
+        100, "truncate an episode after this many steps without a new max x_pos (0 = off)"
     )
     reward_scale: float = _f(1.0, "env-side reward scale (1 = off)")
     reward_clip: float = _f(0.0, "env-side per-step reward clip (0 = off)")

@@ -87,7 +87,7 @@ class EnvSpec:
     frame_skip: int = 4  # NES frames per agent step
     frame_size: int = 84  # observation is frame_size x frame_size uint8
     no_progress_steps: int = (
-        200  # truncate after this many agent steps without a new max x_pos; 0 = never
+        100  # truncate after this many agent steps without a new max x_pos; 0 = never
     )
     reward_scale: float = 1.0  # training reward = scale * (game reward + bonuses); 1 = off
     reward_clip: float = 0.0  # clip the per-step training reward to ±reward_clip; 0 = off

@@ -37,14 +37,14 @@ class LearnerConfig:
     frame_size: int = _f(84, "observation size in pixels (square)")
     arch: str = _f("small", "network: small | nature | resnet")
     unroll_length: int = _f(32, "agent steps per chunk (T); actors must match")
-    batch_chunks: int = _f(4, "chunks per update (each holds one actor lane's envs)")
+    batch_chunks: int = _f(2, "chunks per update (each holds one actor lane's envs)")
     learning_rate: float = _f(2e-4, "Adam learning rate")
     adam_eps: float = _f(1e-5, "Adam epsilon")
     discount: float = _f(
         0.9, "discount factor gamma (0.9: dense progress rewards, as Mario PPO/A3C use)"
     )
     reward_scale: float = _f(0.1, "rewards are multiplied by this before clipping")
-    reward_clip: float = _f(1.0, "clip scaled rewards to +-this (0 = off)")
+    reward_clip: float = _f(0.0, "clip scaled rewards to +-this (0 = off)")
     baseline_cost: float = _f(0.5, "weight of the value loss")
     entropy_cost: float = _f(0.01, "weight of the entropy bonus")
     max_grad_norm: float = _f(40.0, "clip the global gradient norm to this")
@@ -53,7 +53,7 @@ class LearnerConfig:
     replay_capacity: int = _f(
         2048, "prioritized replay size in sequences (chunk envs), on the device; 0 = off"
     )
-    replay_fraction: float = _f(0.25, "share of each batch's sequences drawn from replay")
+    replay_fraction: float = _f(0.5, "share of each batch's sequences drawn from replay")
     replay_alpha: float = _f(0.6, "priority exponent alpha: P(i) ~ p_i^alpha")
     replay_beta: float = _f(0.4, "initial importance-weight exponent beta, annealed to 1")
     replay_beta_anneal_updates: int = _f(100_000, "updates over which beta reaches 1")
