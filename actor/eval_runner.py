@@ -20,7 +20,7 @@ import torch
 
 from actor.config import ActorConfig
 from actor.evaluation import NES_FPS, make_policy, play_episode, screen_rgb, write_video
-from actor.link import LearnerLink, load_weights
+from actor.link import link_for, load_weights
 from common import wire
 from common.env import EpisodeSummary, build_envs
 from common.metrics import EvalMetrics
@@ -45,23 +45,7 @@ class EvalRunner:
         self._pending: wire.Weights | None = None
         self.version = -1
         self.stopping = False
-        register = wire.Register(
-            run_id=cfg.run_id,
-            actor_id=cfg.actor_id,
-            instance_id=instance_id,
-            env_spec=spec.to_wire(),
-            model_spec=self.model.spec.to_wire(),
-            num_envs=1,
-            unroll_length=cfg.unroll_length,
-        )
-        self.link = LearnerLink(
-            cfg.learner,
-            register,
-            heartbeat_interval_s=cfg.heartbeat_interval_s,
-            timeout_s=cfg.learner_timeout_s,
-            backoff_max_s=cfg.reconnect_backoff_max_s,
-            on_weights=self._on_weights,
-        )
+        self.link = link_for(cfg, instance_id, self.model.spec, 1, self._on_weights)
 
     def _on_weights(self, weights: wire.Weights) -> None:
         self._pending = weights  # applied between episodes, never in the middle of one

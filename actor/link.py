@@ -24,7 +24,9 @@ import numpy as np
 import torch
 import zmq
 
-from common import wire
+from actor.config import ActorConfig
+from common import curve, wire
+from common.model import ModelSpec
 
 log = logging.getLogger(__name__)
 
@@ -219,3 +221,33 @@ class LearnerLink:
         assert self.credits > 0
         self.credits -= 1
         self.dealer.send_multipart(wire.encode(chunk), copy=False)
+
+
+def link_for(
+    cfg: ActorConfig,
+    instance_id: str,
+    model_spec: ModelSpec,
+    num_envs: int,
+    on_weights: Callable[[wire.Weights], None],
+    on_event: Callable[[str], None] | None = None,
+) -> LearnerLink:
+    """The link an actor process opens from its config: registration, timing, CURVE keys."""
+    register = wire.Register(
+        run_id=cfg.run_id,
+        actor_id=cfg.actor_id,
+        instance_id=instance_id,
+        env_spec=cfg.env_spec().to_wire(),
+        model_spec=model_spec.to_wire(),
+        num_envs=num_envs,
+        unroll_length=cfg.unroll_length,
+    )
+    return LearnerLink(
+        cfg.learner,
+        register,
+        heartbeat_interval_s=cfg.heartbeat_interval_s,
+        timeout_s=cfg.learner_timeout_s,
+        backoff_max_s=cfg.reconnect_backoff_max_s,
+        on_weights=on_weights,
+        on_event=on_event,
+        socket_options=curve.client_options(cfg.curve_dir) if cfg.curve_dir else None,
+    )

@@ -14,10 +14,10 @@ import torch
 
 from actor.config import ActorConfig
 from actor.eval_runner import EvalRunner
-from actor.link import FatalRefusal, LearnerLink, load_weights
+from actor.link import FatalRefusal, link_for, load_weights
 from actor.rollout import ChunkArrays, Lane, sample_actions, split_lanes
 from common import config as config_io
-from common import curve, wire
+from common import wire
 from common.env import EnvBuildError, build_envs
 from common.metrics import ActorMetrics, EvalMetrics, RateWindow, serve
 from common.model import ActorCritic
@@ -81,24 +81,8 @@ class Actor:
         self.lanes = split_lanes(envs, cfg.lanes, cfg.unroll_length, self.num_actions)
         self.seq = 0
         self.rate = RateWindow(10.0)
-        register = wire.Register(
-            run_id=cfg.run_id,
-            actor_id=cfg.actor_id,
-            instance_id=self.instance_id,
-            env_spec=spec.to_wire(),
-            model_spec=self.model.spec.to_wire(),
-            num_envs=cfg.num_envs,
-            unroll_length=cfg.unroll_length,
-        )
-        self.link = LearnerLink(
-            cfg.learner,
-            register,
-            heartbeat_interval_s=cfg.heartbeat_interval_s,
-            timeout_s=cfg.learner_timeout_s,
-            backoff_max_s=cfg.reconnect_backoff_max_s,
-            on_weights=self._on_weights,
-            on_event=self._on_event,
-            socket_options=curve.client_options(cfg.curve_dir) if cfg.curve_dir else None,
+        self.link = link_for(
+            cfg, self.instance_id, self.model.spec, cfg.num_envs, self._on_weights, self._on_event
         )
 
     def _on_weights(self, weights: wire.Weights) -> None:

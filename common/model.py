@@ -56,44 +56,41 @@ class PolicyOutput(NamedTuple):
     value: torch.Tensor  # [B]
 
 
-class _SmallTrunk(nn.Module):
-    def __init__(self, stack: int, size: int):
+class _Trunk(nn.Module):
+    """Conv layers, flattened, then one ReLU FC layer of `hidden` units."""
+
+    def __init__(self, convs: list[nn.Module], stack: int, size: int, hidden: int):
         super().__init__()
-        self.convs = nn.Sequential(
-            nn.Conv2d(stack, 16, 8, stride=4),
-            nn.ReLU(),
-            nn.Conv2d(16, 32, 4, stride=2),
-            nn.ReLU(),
-            nn.Flatten(),
-        )
+        self.convs = nn.Sequential(*convs, nn.Flatten())
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, stack, size, size)).shape[1]
-        self.fc = nn.Linear(flat, 256)
-        self.out_features = 256
+        self.fc = nn.Linear(flat, hidden)
+        self.out_features = hidden
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.relu(self.fc(self.convs(x)))
 
 
-class _NatureTrunk(nn.Module):
-    def __init__(self, stack: int, size: int):
-        super().__init__()
-        self.convs = nn.Sequential(
-            nn.Conv2d(stack, 32, 8, stride=4),
-            nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2),
-            nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1),
-            nn.ReLU(),
-            nn.Flatten(),
-        )
-        with torch.no_grad():
-            flat = self.convs(torch.zeros(1, stack, size, size)).shape[1]
-        self.fc = nn.Linear(flat, 512)
-        self.out_features = 512
+def _small(stack: int, size: int) -> _Trunk:
+    convs = [
+        nn.Conv2d(stack, 16, 8, stride=4),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 4, stride=2),
+        nn.ReLU(),
+    ]
+    return _Trunk(convs, stack, size, 256)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.fc(self.convs(x)))
+
+def _nature(stack: int, size: int) -> _Trunk:
+    convs = [
+        nn.Conv2d(stack, 32, 8, stride=4),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 4, stride=2),
+        nn.ReLU(),
+        nn.Conv2d(64, 64, 3, stride=1),
+        nn.ReLU(),
+    ]
+    return _Trunk(convs, stack, size, 512)
 
 
 class _ResidualBlock(nn.Module):
@@ -106,28 +103,18 @@ class _ResidualBlock(nn.Module):
         return x + self.conv1(F.relu(self.conv0(F.relu(x))))
 
 
-class _ResNetTrunk(nn.Module):
-    def __init__(self, stack: int, size: int, channels: tuple[int, ...] = (16, 32, 32)):
-        super().__init__()
-        layers: list[nn.Module] = []
-        inp = stack
-        for ch in channels:
-            layers += [
-                nn.Conv2d(inp, ch, 3, padding=1),
-                nn.MaxPool2d(3, stride=2, padding=1),
-                _ResidualBlock(ch),
-                _ResidualBlock(ch),
-            ]
-            inp = ch
-        layers += [nn.ReLU(), nn.Flatten()]
-        self.convs = nn.Sequential(*layers)
-        with torch.no_grad():
-            flat = self.convs(torch.zeros(1, stack, size, size)).shape[1]
-        self.fc = nn.Linear(flat, 256)
-        self.out_features = 256
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.fc(self.convs(x)))
+def _resnet(stack: int, size: int, channels: tuple[int, ...] = (16, 32, 32)) -> _Trunk:
+    layers: list[nn.Module] = []
+    inp = stack
+    for ch in channels:
+        layers += [
+            nn.Conv2d(inp, ch, 3, padding=1),
+            nn.MaxPool2d(3, stride=2, padding=1),
+            _ResidualBlock(ch),
+            _ResidualBlock(ch),
+        ]
+        inp = ch
+    return _Trunk([*layers, nn.ReLU()], stack, size, 256)
 
 
 class ActorCritic(nn.Module):
@@ -137,8 +124,8 @@ class ActorCritic(nn.Module):
         if problems:
             raise ValueError("invalid model spec: " + "; ".join(problems))
         self.spec = spec
-        trunk_cls = {"small": _SmallTrunk, "nature": _NatureTrunk, "resnet": _ResNetTrunk}[spec.arch]
-        self.trunk = trunk_cls(spec.stack, spec.frame_size)
+        build = {"small": _small, "nature": _nature, "resnet": _resnet}[spec.arch]
+        self.trunk = build(spec.stack, spec.frame_size)
         self.policy = nn.Linear(self.trunk.out_features, spec.num_actions)
         self.value = nn.Linear(self.trunk.out_features, 1)
 
