@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from common.env import EnvSpec, FrameEnv
+from scripts import report
 from tests import procs
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -103,6 +104,10 @@ def test_two_actor_processes_learn_corridor(tmp_path, replay):
         f"{last['updates']} updates"
     )
     assert last["mean_return"] >= target > baseline
+    # make report turns this real run's log into plots and a summary.
+    assert report.main(["--run-dir", str(run)]) == 0
+    for name in ("max_x.png", "return.png", "throughput.png", "losses.png", "REPORT.md"):
+        assert (run / "report" / name).stat().st_size > 0
     if "0" in replay[:2]:
         assert replayed == 0
     else:  # replay was really mixed in

@@ -3,8 +3,8 @@ configured from deploy/prometheus, scrapes them; then every dashboard query is r
 Prometheus's HTTP API and must return numbers.
 
 Not checked here: the GPU row (the learner runs on CPU, so no `mario_gpu_*` series exist; the
-test asserts they are absent) and the Evaluation row (`mario_eval_*` exist only while an
-evaluation process runs; none is started here). No Grafana server runs: the dashboard's queries
+test asserts they are absent). An eval-mode actor runs too, so the Evaluation row is checked
+like the rest. No Grafana server runs: the dashboard's queries
 are what Grafana would send, with its variables replaced (tests/deploy/dashboard.py).
 """
 
@@ -43,7 +43,7 @@ pytestmark = [
 ]
 
 # Queries that may return nothing on a healthy run, each with the reason. Empty today: every
-# non-GPU, non-evaluation query returns numbers. Add (panel title, refId) with a comment only
+# non-GPU query returns numbers. Add (panel title, refId) with a comment only
 # for a metric the learner or actor does not update yet.
 MAY_BE_EMPTY: dict[tuple[str, str], str] = {}
 
@@ -178,14 +178,17 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
     queries = d.queries(dashboard)
     gpu = [q for q in queries if q.row == d.GPU_ROW]
     evaluation = [q for q in queries if q.row == d.EVAL_ROW]
-    checked = [q for q in queries if q not in gpu and q not in evaluation]
+    checked = [q for q in queries if q not in gpu]
     assert gpu and evaluation and len(checked) > 30
 
     # One block of free ports, so that no two of them can collide.
-    port = free_ports(6)  # learner chunks; port + 1: learner weights
+    port = free_ports(7)  # learner chunks; port + 1: learner weights
     learner_metrics, actor_metrics, prom_port = port + 2, port + 3, port + 5  # 2 actors
+    eval_metrics = port + 6
     targets = tmp_path / "targets"
-    load_launcher().write_targets(targets / "actors.json", "127.0.0.1", actor_metrics, 2)
+    launcher = load_launcher()
+    launcher.write_targets(targets / "actors.json", "127.0.0.1", actor_metrics, 2)
+    launcher.write_targets(targets / "eval.json", "127.0.0.1", eval_metrics, 1, "mario-eval", 2)
     config = tmp_path / "prometheus.yml"
     config.write_text(prometheus_config(learner_metrics, targets))
     check = subprocess.run(
@@ -193,7 +196,10 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
     )
     assert check.returncode == 0, check.stdout + check.stderr
 
-    logs = [tmp_path / n for n in ("learner.log", "actor-0.log", "actor-1.log", "prometheus.log")]
+    logs = [
+        tmp_path / n
+        for n in ("learner.log", "actor-0.log", "actor-1.log", "prometheus.log", "eval.log")
+    ]
     procs: list[subprocess.Popen] = []
     started = time.monotonic()
     try:
@@ -228,6 +234,17 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
                     f"--web.listen-address=127.0.0.1:{prom_port}",
                 ],
                 logs[3],
+            )
+        )
+        procs.append(
+            start(
+                [
+                    *(PY, "-m", "actor", "--learner", f"127.0.0.1:{port}", "--eval"),
+                    *("--actor-id", "2", "--metrics-port", str(eval_metrics)),
+                    *("--unroll-length", "16", "--level", "1-1", "--eval-interval-s", "1"),
+                    *("--eval-dir", str(tmp_path / "eval")),
+                ],
+                logs[4],
             )
         )
         prom = f"http://127.0.0.1:{prom_port}"
