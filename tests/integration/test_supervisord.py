@@ -52,6 +52,16 @@ def status(settings: dict[str, object]) -> dict[str, tuple[str, int]]:
     return out
 
 
+def all_running(settings: dict[str, object]) -> bool:
+    return all(state == "RUNNING" and pid > 0 for state, pid in status(settings).values())
+
+
+def kill9(pid: int) -> None:
+    """SIGKILL one process; a pid of 0 or less would signal this test's own process group."""
+    assert pid > 0, f"refusing to kill pid {pid}"
+    os.kill(pid, signal.SIGKILL)
+
+
 def gone(pid: int) -> bool:
     """No such process, or only its zombie (exited; its parent has not reaped it yet)."""
     try:
@@ -102,12 +112,13 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
         targets = (tmp_path / "targets.json").read_text()  # Prometheus file_sd of the actors
         assert all(f"127.0.0.1:{abase + i}" in targets for i in range(4))
         procs.wait_until("5 updates under supervisord", lambda: updates() >= 5, 150)
+        procs.wait_until("every process RUNNING", lambda: all_running(settings), 60)
         first = status(settings)
         assert sorted(first) == [*(f"mario:actor-{i}" for i in range(4)), "mario:learner"]
 
         # -- kill -9 an actor: supervisord starts a new one, which streams again ------------
         old = first["mario:actor-1"][1]
-        os.kill(old, signal.SIGKILL)
+        kill9(old)
         procs.wait_until(
             "a new actor-1 streaming chunks",
             lambda: (
@@ -123,8 +134,9 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
             lambda: checkpoint.latest_path(run / "checkpoints") is not None,
             30,
         )
+        procs.wait_until("every process RUNNING", lambda: all_running(settings), 60)
         old = status(settings)["mario:learner"][1]
-        os.kill(old, signal.SIGKILL)
+        kill9(old)
         version = checkpoint.load(checkpoint.latest_path(run / "checkpoints"))["policy_version"]
         procs.wait_until(
             "the restarted learner's metrics",
@@ -140,11 +152,7 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
         )
 
         # -- make down: final checkpoint, supervisord gone, no process left ------------------
-        procs.wait_until(
-            "every process RUNNING",
-            lambda: all(state == "RUNNING" for state, _ in status(settings).values()),
-            30,
-        )
+        procs.wait_until("every process RUNNING", lambda: all_running(settings), 30)
         final = status(settings)
         last_seen = lm()["mario_policy_version"]
         start = time.monotonic()
@@ -173,5 +181,6 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
         if supervisord_pid and not gone(supervisord_pid):
             leftovers.append(supervisord_pid)
         for pid in leftovers:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+            if pid > 0 and pid != os.getpgrp():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
