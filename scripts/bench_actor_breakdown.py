@@ -1,0 +1,90 @@
+"""Where an actor's time goes when every core is busy: env stepping alone vs stepping + policy.
+
+Runs P processes at once (default 2, one per core here), each stepping one lane of 4 Mario envs
+in its own loop without sockets, choosing actions either uniformly at random or with the default
+policy network (batch 4, one torch thread), then P raw nes-py processes at once. Prints frames/s
+per process and the ratios to raw. Compare with scripts/bench_pipeline.py's full actor processes
+to attribute the remainder to the actor's IO (weights, credits, chunk encoding and sending).
+
+    python scripts/bench_actor_breakdown.py --procs 2 --seconds 12
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scripts.bench_pipeline import raw_frames_per_s  # noqa: E402
+
+
+def _lane_worker(mode: str, seconds: float, out: mp.Queue) -> None:
+    import numpy as np
+    import torch
+
+    from actor.rollout import sample_actions, split_lanes
+    from common.env import EnvSpec, build_envs
+    from common.model import ActorCritic, ModelSpec
+
+    torch.set_num_threads(1)
+    envs = build_envs(EnvSpec(), 4)
+    model = ActorCritic(ModelSpec()).eval()
+    lane = split_lanes(envs, 1, 32, envs[0].num_actions)[0]
+    rng = np.random.default_rng(0)
+    steps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        if mode == "policy":
+            with torch.inference_mode():
+                result = model(lane.observe())
+                actions = sample_actions(result.logits)
+            lane.act(actions.numpy(), result.logits.numpy(), 0)
+        else:
+            lane.act(rng.integers(0, lane.A, lane.K), np.zeros((lane.K, lane.A), np.float32), 0)
+        steps += lane.step()
+        lane.take_finished()
+    out.put(steps * 4 / (time.perf_counter() - t0))
+
+
+def lanes_frames_per_s(mode: str, procs: int, seconds: float) -> float:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_lane_worker, args=(mode, seconds, q)) for _ in range(procs)]
+    for p in ps:
+        p.start()
+    rates = [q.get() for _ in ps]
+    for p in ps:
+        p.join()
+    return sum(rates)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--procs", type=int, default=2, help="processes running at once")
+    parser.add_argument("--seconds", type=float, default=12.0, help="measurement window")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
+    args = parser.parse_args(argv)
+    ratios: dict[str, list[float]] = {"random": [], "policy": []}
+    for _ in range(args.rounds):
+        raw = raw_frames_per_s(args.procs, args.seconds)
+        for mode in ratios:
+            ratios[mode].append(lanes_frames_per_s(mode, args.procs, args.seconds) / raw)
+    result = {mode: statistics.median(r) for mode, r in ratios.items()}
+    print(
+        f"{args.procs} processes: env stepping with random actions {result['random']:.3f} of raw; "
+        f"with the default policy {result['policy']:.3f} of raw (median of {args.rounds} rounds)"
+    )
+    print(json.dumps({"bench": "actor_breakdown", "procs": args.procs, **result}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
