@@ -15,7 +15,7 @@ import torch
 import zmq
 
 from common import config as config_io
-from common import curve, wire
+from common import curve, status, wire
 from common.gpu import GpuCollector
 from common.metrics import LearnerMetrics, RateWindow, serve
 from common.model import ActorCritic
@@ -151,6 +151,7 @@ class TrainLoop:
         self.rate = RateWindow(30.0)
         self.replay_rate = RateWindow(30.0)
         self._skipped_reported = 0
+        self._status_before: dict[str, float] = {}
 
     # ---- checkpoints ------------------------------------------------------------------------
 
@@ -324,16 +325,10 @@ class TrainLoop:
             f.write(json.dumps(row) + "\n")
 
     def _status(self) -> None:
-        eps = list(self.ingest.episodes)[-100:]
-        ret = f"{np.mean([e.episode_return for e in eps]):7.1f}" if eps else "     -"
-        mx = f"{np.mean([e.max_x for e in eps]):6.0f}" if eps else "    -"
-        line = (
-            f"\r{self.rate.rate():7.0f} steps/s | updates {self.learner.updates:7d} | "
-            f"policy v{self.learner.updates} | actors {len(self.ingest.actors)} | "
-            f"return {ret} | max x {mx}   "
-        )
-        sys.stderr.write(line)
+        now = status.flatten(self.metrics.registry.collect())
+        sys.stderr.write("\r" + status.status_line(now, self._status_before) + "   ")
         sys.stderr.flush()
+        self._status_before = now
 
     def stop(self, *_: object) -> None:
         self.stopping.set()

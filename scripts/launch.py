@@ -17,10 +17,11 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common.status import scrape, status_line  # noqa: E402
 
 PY = sys.executable
 
@@ -68,47 +69,6 @@ def write_targets(
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(targets, indent=2) + "\n")
     os.replace(tmp, path)
-
-
-def scrape(url: str) -> dict[str, float]:
-    """Flat {name{labels}: value} of a /metrics page; {} when unreachable."""
-    try:
-        with urllib.request.urlopen(url, timeout=1) as resp:
-            text = resp.read().decode()
-    except OSError:
-        return {}
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            key = s.name + (
-                "{" + ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())) + "}"
-                if s.labels
-                else ""
-            )
-            out[key] = s.value
-    return out
-
-
-def _sum(m: dict[str, float], prefix: str) -> float:
-    return sum(v for k, v in m.items() if k == prefix or k.startswith(prefix + "{"))
-
-
-def status_line(now: dict[str, float], before: dict[str, float]) -> str:
-    """Steps/s, updates, policy version, actors, mean return and max x over the last interval."""
-
-    def delta_mean(name: str) -> str:
-        count = _sum(now, name + "_count") - _sum(before, name + "_count")
-        total = _sum(now, name + "_sum") - _sum(before, name + "_sum")
-        return f"{total / count:7.1f}" if count > 0 else "      -"
-
-    return (
-        f"{now.get('mario_learner_agent_steps_per_second', 0):7.0f} steps/s | "
-        f"updates {now.get('mario_learner_updates_total', 0):7.0f} | "
-        f"policy v{now.get('mario_policy_version', 0):.0f} | "
-        f"actors {now.get('mario_actors_connected', 0):.0f} | "
-        f"return {delta_mean('mario_episode_return')} | "
-        f"max x {delta_mean('mario_episode_max_x')}"
-    )
 
 
 def supervise(procs: list[Proc], args: argparse.Namespace, learner: Proc | None) -> int:

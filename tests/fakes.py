@@ -14,6 +14,12 @@ import numpy as np
 
 SIZE = 84
 
+# Actor flags that play Corridor: one frame per step, a cutoff no shorter than T = 16.
+CORRIDOR_ACTOR_ARGS = [
+    *("--level", "tests.fakes:Corridor-v0", "--frame-skip", "1"),
+    *("--no-progress-steps", "20", "--unroll-length", "16"),
+]
+
 
 class Corridor(gym.Env):
     """A corridor with a goal at one end, shown in the image; reaching the other end is death.

@@ -8,11 +8,10 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
+from common import status
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,17 +106,7 @@ def actor(log_dir: Path, port: int, actor_id: int, metrics_port: int, *args: str
 
 def scrape(port: int) -> dict[str, float]:
     """{name or name{k=v,...}: value} from http://127.0.0.1:port/metrics; {} if unreachable."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return {}
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
-            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
-    return out
+    return status.scrape(f"http://127.0.0.1:{port}/metrics")
 
 
 def wait_until(

@@ -8,6 +8,7 @@ import av
 import pytest
 
 from tests import procs
+from tests.fakes import CORRIDOR_ACTOR_ARGS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -19,16 +20,7 @@ def test_eval_actor_exports_metrics_and_keeps_the_best_video(tmp_path):
     learner = procs.learner(
         tmp_path / "run", port, lport, "--unroll-length", "16", "--batch-chunks", "1"
     )
-    common = [
-        "--level",
-        LEVEL,
-        "--frame-skip",
-        "1",
-        "--no-progress-steps",
-        "20",
-        "--unroll-length",
-        "16",
-    ]
+    common = CORRIDOR_ACTOR_ARGS
     trainer = procs.actor(tmp_path, port, 0, procs.free_port(), *common, "--num-envs", "2")
     evaluator = procs.actor(
         tmp_path, port, 1, eport, *common, "--eval", "--eval-dir", str(tmp_path / "eval"),

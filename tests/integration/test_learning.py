@@ -15,6 +15,7 @@ import pytest
 from common.env import EnvSpec, FrameEnv
 from scripts import report
 from tests import procs
+from tests.fakes import CORRIDOR_ACTOR_ARGS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -65,18 +66,7 @@ def test_two_actor_processes_learn_corridor(tmp_path, replay):
         "5e-4",
         *replay,
     )
-    actor_args = [
-        "--level",
-        LEVEL,
-        "--frame-skip",
-        "1",
-        "--no-progress-steps",
-        "20",
-        "--unroll-length",
-        "16",
-        "--num-envs",
-        "4",
-    ]
+    actor_args = [*CORRIDOR_ACTOR_ARGS, "--num-envs", "4"]
     actors = [procs.actor(tmp_path, port, i, procs.free_port(), *actor_args) for i in range(2)]
     everyone = [learner, *actors]
     rows: list[dict] = []
