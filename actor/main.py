@@ -10,12 +10,13 @@ import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import numpy as np
 import torch
 
 from actor.config import ActorConfig
 from actor.eval_runner import EvalRunner
 from actor.link import FatalRefusal, link_for, load_weights
-from actor.rollout import ChunkArrays, Lane, sample_actions, split_lanes
+from actor.rollout import ChunkArrays, Lane, sample_from_logits, split_lanes
 from common import config as config_io
 from common import wire
 from common.env import EnvBuildError, build_envs
@@ -66,6 +67,7 @@ class Actor:
         self.instance_id = uuid.uuid4().hex
         self.stopping = threading.Event()
         torch.manual_seed(cfg.seed * 1009 + cfg.actor_id)
+        self.rng = np.random.default_rng([cfg.seed, cfg.actor_id])
         spec = cfg.env_spec()
         start = time.perf_counter()
         try:
@@ -102,9 +104,9 @@ class Actor:
     def _infer(self, lane: Lane) -> None:
         start = time.perf_counter()
         with torch.inference_mode():
-            out = self.model(lane.observe())  # [K, A], [K]
-            actions = sample_actions(out.logits)
-        lane.act(actions.numpy(), out.logits.numpy(), max(self.link.policy_version, 0))
+            logits = self.model(lane.observe()).logits.numpy()  # [K, A]
+        actions = sample_from_logits(logits, self.rng)
+        lane.act(actions, logits, max(self.link.policy_version, 0))
         self.metrics.inference_seconds.inc(time.perf_counter() - start)
 
     def _step(self, lane: Lane) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from common.env import EpisodeSummary, FrameEnv
-from common.stacking import STACK, stack_frames
+from common.stacking import STACK, stack_newest
 
 HISTORY = STACK - 1  # frames before step 0 that the first stacks need
 
@@ -52,6 +52,7 @@ class Lane:
         self.finished: list[ChunkArrays] = []
         self._policy_version: int | None = None
         self._new_buffers()
+        self._obs = np.empty((self.K, STACK, *self.frame_shape), np.uint8)
         for k, env in enumerate(envs):
             self.frames[HISTORY, k] = env.reset()
             self.first[HISTORY, k] = True
@@ -71,11 +72,11 @@ class Lane:
         self.episodes: list[EpisodeSummary] = []
 
     def observe(self) -> torch.Tensor:
-        """Stacked observations for the current step: [K, 4, H, W] uint8."""
+        """Stacked observations for the current step: [K, 4, H, W] uint8, a view of a buffer
+        that the next call overwrites (`common.stacking.stack_frames` semantics)."""
         t = self.t
-        frames = torch.from_numpy(self.frames[t : t + STACK])  # [4, K, H, W]
-        first = torch.from_numpy(self.first[t : t + STACK])  # [4, K]
-        return stack_frames(frames, first)[0]  # [K, 4, H, W]
+        stack_newest(self.frames[t : t + STACK], self.first[t : t + STACK], out=self._obs)
+        return torch.from_numpy(self._obs)
 
     def act(self, actions: np.ndarray, logits: np.ndarray, policy_version: int) -> None:
         """Record the behaviour policy's choice for the current step."""
@@ -148,6 +149,12 @@ def split_lanes(
     lanes = max(1, min(lanes, len(envs)))
     groups = [envs[i::lanes] for i in range(lanes)]
     return [Lane(g, unroll_length, num_actions) for g in groups]
+
+
+def sample_from_logits(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Actions [B] int64 drawn from softmax(logits [B, A]) by the Gumbel-max trick: one numpy
+    draw and an argmax, far fewer calls than softmax + multinomial on the actor's hot path."""
+    return np.argmax(logits + rng.gumbel(size=logits.shape), axis=-1)
 
 
 def sample_actions(logits: torch.Tensor, greedy: bool = False) -> torch.Tensor:

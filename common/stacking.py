@@ -11,6 +11,7 @@ an earlier episode than the newest one is zeroed, as at an episode's start.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 STACK = 4
@@ -43,3 +44,27 @@ def stack_frames(frames: torch.Tensor, first: torch.Tensor, stack: int = STACK) 
         keep = starts[j : j + n] == newest  # [N, B]
         planes.append(frames[j : j + n] * keep[:, :, None, None].to(frames.dtype))
     return torch.stack(planes, dim=2)  # [N, B, S, H, W]
+
+
+def stack_newest(frames: np.ndarray, first: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The one newest stack per env, in numpy: what `stack_frames` gives for N = 1.
+
+    The actor's per-step path: a handful of numpy calls instead of a dozen torch ops, which
+    matters because each step's inference runs with caches that the emulators just evicted.
+
+    Args:
+        frames: [S, B, H, W] uint8, the last S frames of each env (oldest first).
+        first: [S, B] bool, True where a frame starts an episode.
+        out: optional [B, S, H, W] buffer to write into.
+    Returns:
+        [B, S, H, W], frames from before each env's newest episode start zeroed.
+    """
+    stack, batch = first.shape
+    if out is None:
+        out = np.empty((batch, stack, *frames.shape[2:]), frames.dtype)
+    np.copyto(out, frames.swapaxes(0, 1))
+    # frame j is masked iff an episode starts at some i in (j, S-1]
+    for b in np.flatnonzero(first[1:].any(axis=0)):
+        newest_start = stack - 1 - int(np.argmax(first[:0:-1, b]))  # last i >= 1 with first
+        out[b, :newest_start] = 0
+    return out

@@ -55,6 +55,10 @@ def actor_argv(i: int, args: argparse.Namespace, extra: list[str]) -> list[str]:
     argv = [PY, "-m", "actor", "--actor-id", str(i), "--learner", args.learner]
     if args.metrics_base_port:
         argv += ["--metrics-port", str(args.metrics_base_port + i)]
+    if args.n >= (os.cpu_count() or 1):
+        # every core already has an actor: lane threads add no CPU, and one lane batches
+        # inference twice as wide (docs/PERFORMANCE.md); flags after -- still override this
+        argv += ["--lanes", "1"]
     return argv + extra
 
 

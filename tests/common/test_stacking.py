@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from common.stacking import stack_frames
+from common.stacking import stack_frames, stack_newest
 
 
 def reference(frames: np.ndarray, first: np.ndarray, stack: int) -> np.ndarray:
@@ -32,6 +32,20 @@ def test_matches_reference(n, b, stack, p):
     first = rng.random((n + stack - 1, b)) < p
     got = stack_frames(torch.from_numpy(frames), torch.from_numpy(first), stack)
     np.testing.assert_array_equal(got.numpy(), reference(frames, first, stack))
+
+
+@pytest.mark.parametrize("stack,p", [(4, 0.0), (4, 0.3), (4, 0.7), (2, 0.5), (1, 0.5)])
+def test_stack_newest_matches_reference(stack, p):
+    rng = np.random.default_rng(int(p * 10) + stack)
+    for _ in range(50):
+        b = int(rng.integers(1, 9))
+        frames = rng.integers(1, 256, (stack, b, 6, 5), dtype=np.uint8)
+        first = rng.random((stack, b)) < p
+        out = np.full((b, stack, 6, 5), 7, np.uint8)  # stale contents must be overwritten
+        got = stack_newest(frames, first, out=out)
+        assert got is out
+        np.testing.assert_array_equal(got, reference(frames, first, stack)[0])
+        np.testing.assert_array_equal(stack_newest(frames, first), got)
 
 
 def test_episode_start_zeroes_older_frames():
