@@ -46,7 +46,9 @@ def stack_frames(frames: torch.Tensor, first: torch.Tensor, stack: int = STACK) 
     return torch.stack(planes, dim=2)  # [N, B, S, H, W]
 
 
-def stack_newest(frames: np.ndarray, first: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def stack_newest(
+    frames: np.ndarray, first: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
     """The one newest stack per env, in numpy: what `stack_frames` gives for N = 1.
 
     The actor's per-step path: a handful of numpy calls instead of a dozen torch ops, which

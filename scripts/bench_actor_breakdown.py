@@ -7,6 +7,11 @@ per process and the ratios to raw. Compare with scripts/bench_pipeline.py's full
 to attribute the remainder to the actor's IO (weights, credits, chunk encoding and sending).
 
     python scripts/bench_actor_breakdown.py --procs 2 --seconds 12
+
+`--phases` instead times each phase of one process's actor loop (observe, forward, sample, step)
+in place, next to the same forward pass repeated with warm caches: after an agent step's
+emulation the policy's code and weights have been pushed out of the caches, so the in-loop
+forward costs a multiple of what a microbenchmark reports.
 """
 
 from __future__ import annotations
@@ -64,6 +69,48 @@ def lanes_frames_per_s(mode: str, procs: int, seconds: float) -> float:
     return sum(rates)
 
 
+def phases(seconds: float, num_envs: int) -> dict[str, float]:
+    """ms per lane step of each phase of the actor's loop, one process, one lane."""
+    import numpy as np
+    import torch
+
+    from actor.rollout import sample_from_logits, split_lanes
+    from common.env import EnvSpec, build_envs
+    from common.model import ActorCritic, ModelSpec
+
+    torch.set_num_threads(1)
+    envs = build_envs(EnvSpec(), num_envs)
+    model = ActorCritic(ModelSpec()).eval()
+    lane = split_lanes(envs, 1, 32, envs[0].num_actions)[0]
+    rng = np.random.default_rng(0)
+    total = dict.fromkeys(("observe", "forward", "sample", "step"), 0.0)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a = time.perf_counter()
+        obs = lane.observe()
+        b = time.perf_counter()
+        with torch.inference_mode():
+            logits = model(obs).logits.numpy()
+        c = time.perf_counter()
+        lane.act(sample_from_logits(logits, rng), logits, 0)
+        d = time.perf_counter()
+        lane.step()
+        lane.take_finished()
+        e = time.perf_counter()
+        for key, dt in zip(total, (b - a, c - b, d - c, e - d), strict=True):
+            total[key] += dt
+        n += 1
+    out = {key: v / n * 1e3 for key, v in total.items()}
+    with torch.inference_mode():
+        for _ in range(20):
+            model(obs)
+        t = time.perf_counter()
+        for _ in range(200):
+            model(obs)
+        out["forward_warm"] = (time.perf_counter() - t) / 200 * 1e3
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -71,7 +118,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--procs", type=int, default=2, help="processes running at once")
     parser.add_argument("--seconds", type=float, default=12.0, help="measurement window")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
+    parser.add_argument("--phases", action="store_true", help="time the loop's phases instead")
+    parser.add_argument("--num-envs", type=int, default=4, help="--phases: envs in the lane")
     args = parser.parse_args(argv)
+    if args.phases:
+        ms = phases(args.seconds, args.num_envs)
+        policy = ms["observe"] + ms["forward"] + ms["sample"]
+        print(
+            f"ms per lane step of {args.num_envs} envs: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in ms.items())
+            + f"; policy share of the loop {policy / (policy + ms['step']):.3f}"
+        )
+        print(json.dumps({"bench": "actor_phases", "num_envs": args.num_envs, **ms}))
+        return 0
     ratios: dict[str, list[float]] = {"random": [], "policy": []}
     for _ in range(args.rounds):
         raw = raw_frames_per_s(args.procs, args.seconds)
