@@ -4,7 +4,9 @@
   sink over loopback) / raw nes-py frames/s of N processes, N = 1 and 2. Target >= 0.90.
 - learner ingest: chunk payload MB/s that the learner's real ingest (decode, validate, copy to
   host tensors, queue) accepts from 2 sender processes over loopback. Target >= 400 MB/s.
-Raw and actor runs alternate round by round so machine noise hits both alike.
+Raw and actor runs alternate round by round so machine noise hits both alike. Each round also
+times raw processes that each hold as many emulators as an actor has envs: the part of the gap
+that holding K emulators costs by itself, before any policy or IO.
 """
 
 from __future__ import annotations
@@ -50,30 +52,34 @@ def _free_port() -> int:
 # ---- raw emulator ------------------------------------------------------------------------
 
 
-def _raw_worker(seconds: float, out: mp.Queue) -> None:
+def _raw_worker(seconds: float, out: mp.Queue, emulators: int = 1) -> None:
+    """Raw nes-py frames/s of one process; with several emulators they take turns, 4 frames
+    each, the way an actor's lane steps its envs (their state no longer fits one core's L2)."""
     from gym_super_mario_bros import SuperMarioBrosEnv
     from gym_super_mario_bros._roms import smb1_rom_path
     from nes_py import NESEnv
 
     start_state = SuperMarioBrosEnv(target=(1, 1)).dump_state()
-    env = NESEnv(smb1_rom_path())
-    env.reset()
-    env.load_state(start_state)
+    envs = [NESEnv(smb1_rom_path()) for _ in range(emulators)]
+    for env in envs:
+        env.reset()
     buttons = np.random.default_rng(0).choice([0, 0x80, 0x81, 0x82, 0x83, 0x01, 0x40], 256)
     frames, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        env.load_state(start_state)  # play from the level start, as the env factory does
+        for env in envs:  # play from the level start, as the env factory does
+            env.load_state(start_state)
         for b in buttons:
-            for _ in range(4):
-                env.step(int(b))
-        frames += 1024
+            for env in envs:
+                for _ in range(4):
+                    env.step(int(b))
+        frames += 1024 * emulators
     out.put(frames / (time.perf_counter() - t0))
 
 
-def raw_frames_per_s(procs: int, seconds: float) -> float:
+def raw_frames_per_s(procs: int, seconds: float, emulators: int = 1) -> float:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    ps = [ctx.Process(target=_raw_worker, args=(seconds, q)) for _ in range(procs)]
+    ps = [ctx.Process(target=_raw_worker, args=(seconds, q, emulators)) for _ in range(procs)]
     for p in ps:
         p.start()
     rates = [q.get() for _ in ps]
@@ -239,16 +245,28 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     lane_counts = [int(x) for x in args.lanes.split(",")]
     for n in [int(x) for x in args.procs.split(",")]:
-        rounds = []  # per round: raw frames/s, then each lanes setting's actor frames/s
+        rounds = []  # per round: raw, raw with K emulators, each lanes setting's actor frames/s
         for _ in range(args.rounds):
             raw = raw_frames_per_s(n, args.seconds)
+            raw_k = raw_frames_per_s(n, args.seconds, args.num_envs)
             act = [
                 actor_frames_per_s(n, args.seconds, args.num_envs, args.unroll_length, k)
                 for k in lane_counts
             ]
-            rounds.append((raw, act))
+            rounds.append((raw, act, raw_k))
         r = statistics.median(x[0] for x in rounds)
-        results[f"procs_{n}"] = {"raw_frames_per_s": r}
+        r_k = statistics.median(x[2] for x in rounds)
+        k_ratio = statistics.median(x[2] / x[0] for x in rounds)
+        results[f"procs_{n}"] = {
+            "raw_frames_per_s": r,
+            "raw_k_emulators_frames_per_s": r_k,
+            "raw_k_over_raw": k_ratio,
+        }
+        print(
+            f"{n} process(es): raw with {args.num_envs} emulators per process (as an actor holds "
+            f"them) {r_k:7.0f} frames/s = {k_ratio:.3f} of raw with one",
+            flush=True,
+        )
         for i, lanes in enumerate(lane_counts):
             a = statistics.median(x[1][i] for x in rounds)
             eff = statistics.median(x[1][i] / x[0] for x in rounds)  # ratio within each round
