@@ -52,7 +52,8 @@ def stack_newest(
     """The one newest stack per env, in numpy: what `stack_frames` gives for N = 1.
 
     The actor's per-step path: a handful of numpy calls instead of a dozen torch ops, which
-    matters because each step's inference runs with caches that the emulators just evicted.
+    matters because each step's inference runs with caches that env stepping just evicted
+    (docs/PERFORMANCE.md).
 
     Args:
         frames: [S, B, H, W] uint8, the last S frames of each env (oldest first).
