@@ -4,9 +4,9 @@ Input: uint8 stacked frames [B, S, H, W] (S = 4, H = W = 84). Output: policy log
 state value [B]. Three trunks:
 
 - "small" (default): the network of Mnih et al. 2013 and of A3C (Mnih et al. 2016: 16-8/4,
-  32-4/2, FC 256), ~3 M multiply-adds per observation. It keeps an actor's inference near 4% of
-  its emulation time, which is what lets actors run at >= 0.9 of raw emulator speed when every
-  core is busy (docs/PERFORMANCE.md).
+  32-4/2, FC 256), ~3 M multiply-adds per observation. Its batched inference costs ~4% of an
+  agent step's emulation with warm caches and ~8% inside an actor's loop, where env stepping has
+  just evicted it (docs/PERFORMANCE.md).
 - "nature": the Nature-DQN CNN (Mnih et al. 2015: 32-8/4, 64-4/2, 64-3/1, FC 512), ~9 M
   multiply-adds: about 2.5x the small net's CPU time.
 - "resnet": the IMPALA deep ResNet (Espeholt et al. 2018, Fig. 3: sections of 16, 32, 32 channels,
