@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scripts.bench_pipeline import raw_frames_per_s  # noqa: E402
+from scripts.bench_pipeline import raw_frames_per_s, summed_rate  # noqa: E402
 
 
 def _lane_worker(mode: str, seconds: float, out: mp.Queue) -> None:
@@ -58,15 +58,7 @@ def _lane_worker(mode: str, seconds: float, out: mp.Queue) -> None:
 
 
 def lanes_frames_per_s(mode: str, procs: int, seconds: float) -> float:
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    ps = [ctx.Process(target=_lane_worker, args=(mode, seconds, q)) for _ in range(procs)]
-    for p in ps:
-        p.start()
-    rates = [q.get() for _ in ps]
-    for p in ps:
-        p.join()
-    return sum(rates)
+    return summed_rate(_lane_worker, (mode, seconds), procs)
 
 
 def phases(seconds: float, num_envs: int) -> dict[str, float]:

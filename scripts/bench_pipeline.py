@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,7 @@ def _free_port() -> int:
 # ---- raw emulator ------------------------------------------------------------------------
 
 
-def _raw_worker(seconds: float, out: mp.Queue, emulators: int = 1) -> None:
+def _raw_worker(seconds: float, emulators: int, out: mp.Queue) -> None:
     """Raw nes-py frames/s of one process; with several emulators they take turns, 4 frames
     each, the way an actor's lane steps its envs (their state no longer fits one core's L2)."""
     from gym_super_mario_bros import SuperMarioBrosEnv
@@ -76,16 +77,22 @@ def _raw_worker(seconds: float, out: mp.Queue, emulators: int = 1) -> None:
     out.put(frames / (time.perf_counter() - t0))
 
 
-def raw_frames_per_s(procs: int, seconds: float, emulators: int = 1) -> float:
+def summed_rate(worker: Callable[..., None], args: tuple, procs: int) -> float:
+    """Run `worker(*args, queue)` in `procs` spawned processes at once; the sum of the rates
+    they put on the queue."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    ps = [ctx.Process(target=_raw_worker, args=(seconds, q, emulators)) for _ in range(procs)]
+    ps = [ctx.Process(target=worker, args=(*args, q)) for _ in range(procs)]
     for p in ps:
         p.start()
     rates = [q.get() for _ in ps]
     for p in ps:
         p.join()
     return sum(rates)
+
+
+def raw_frames_per_s(procs: int, seconds: float, emulators: int = 1) -> float:
+    return summed_rate(_raw_worker, (seconds, emulators), procs)
 
 
 # ---- learner-side sink -------------------------------------------------------------------
