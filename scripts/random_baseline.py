@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 
+from actor.evaluation import play_episodes, summarise
 from common.env import EnvSpec, FrameEnv
 
 
@@ -46,23 +47,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     env = FrameEnv(spec)
     rng = np.random.default_rng(args.seed)
-    episodes = []
-    for _ in range(args.episodes):
-        env.reset()
-        while (step := env.step(int(rng.integers(env.num_actions)))).episode is None:
-            pass
-        episodes.append(step.episode)
-    max_x = np.array([e.max_x for e in episodes])
+    episodes, _ = play_episodes(
+        env, lambda _obs: int(rng.integers(env.num_actions)), args.episodes, record=False
+    )
+    overall = summarise(episodes)
     summary = {
         "level": spec.level,
         "action_set": spec.action_set,
         "frame_skip": spec.frame_skip,
         "no_progress_steps": spec.no_progress_steps,
-        "episodes": len(episodes),
-        "mean_max_x": float(max_x.mean()),
-        "median_max_x": float(np.median(max_x)),
-        "mean_return": float(np.mean([e.episode_return for e in episodes])),
-        "flag_rate": float(np.mean([e.flag for e in episodes])),
+        "episodes": overall.episodes,
+        "mean_max_x": overall.mean_max_x,
+        "median_max_x": float(np.median([e.max_x for e in episodes])),
+        "mean_return": overall.mean_return,
+        "flag_rate": overall.flag_rate,
         "outcomes": {
             o: sum(e.outcome == o for e in episodes)
             for o in ("flag", "death", "no_progress", "other")
