@@ -66,8 +66,7 @@ class Actor:
         self.metrics = metrics or ActorMetrics()
         self.instance_id = uuid.uuid4().hex
         self.stopping = threading.Event()
-        torch.manual_seed(cfg.seed * 1009 + cfg.actor_id)
-        self.rng = np.random.default_rng([cfg.seed, cfg.actor_id])
+        self.rng = np.random.default_rng([cfg.seed, cfg.actor_id])  # action sampling
         spec = cfg.env_spec()
         start = time.perf_counter()
         try:
