@@ -32,6 +32,7 @@ bench: install
 	$(PY) scripts/bench.py
 	$(PY) scripts/bench_pipeline.py
 	$(PY) scripts/bench_replay.py
+	$(PY) scripts/bench_learner.py --e2e
 
 # ---- running -----------------------------------------------------------------------------
 # N actors default to one per core but one (at least 1); ports: PORT (chunks), PORT+1 (weights).

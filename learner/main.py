@@ -81,6 +81,26 @@ class Publisher:
         self.thread.join(timeout=5)
 
 
+def build_training(cfg: LearnerConfig, device: torch.device) -> tuple[Learner, ReplayMixer | None]:
+    """The model, optimizer and replay mixer that `cfg` describes, on `device`, untrained."""
+    model = ActorCritic(cfg.model_spec()).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
+    hyper = Hyper(
+        discount=cfg.discount,
+        reward_scale=cfg.reward_scale,
+        reward_clip=cfg.reward_clip,
+        baseline_cost=cfg.baseline_cost,
+        entropy_cost=cfg.entropy_cost,
+        max_grad_norm=cfg.max_grad_norm,
+        clip_rho_threshold=cfg.clip_rho_threshold,
+        clip_pg_rho_threshold=cfg.clip_pg_rho_threshold,
+    )
+    mixer = None
+    if cfg.replay_capacity and cfg.replay_fraction > 0:
+        mixer = ReplayMixer.create(cfg, device)
+    return Learner(model, optimizer, hyper), mixer
+
+
 class TrainLoop:
     def __init__(self, cfg: LearnerConfig, metrics: LearnerMetrics):
         self.cfg = cfg
@@ -96,24 +116,9 @@ class TrainLoop:
         config_io.write_resolved(cfg, self.run_dir / "config.json")
         torch.manual_seed(cfg.seed)
         self.model_spec = cfg.model_spec()
-        self.model = ActorCritic(self.model_spec).to(self.device)
-        optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps
-        )
-        hyper = Hyper(
-            discount=cfg.discount,
-            reward_scale=cfg.reward_scale,
-            reward_clip=cfg.reward_clip,
-            baseline_cost=cfg.baseline_cost,
-            entropy_cost=cfg.entropy_cost,
-            max_grad_norm=cfg.max_grad_norm,
-            clip_rho_threshold=cfg.clip_rho_threshold,
-            clip_pg_rho_threshold=cfg.clip_pg_rho_threshold,
-        )
-        self.learner = Learner(self.model, optimizer, hyper)
-        self.mixer = None
-        if cfg.replay_capacity and cfg.replay_fraction > 0:
-            self.mixer = ReplayMixer.create(cfg, self.device)
+        self.learner, self.mixer = build_training(cfg, self.device)
+        self.model = self.learner.model
+        if self.mixer is not None:
             metrics.replay_capacity.set(cfg.replay_capacity)
         self.env_frames = 0
         self.agent_steps = 0

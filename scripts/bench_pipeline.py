@@ -187,9 +187,13 @@ def actor_frames_per_s(procs: int, seconds: float, num_envs: int, unroll: int, l
 # ---- ingest throughput -------------------------------------------------------------------
 
 
-def _sender(port: int, actor_id: int, unroll: int, num_envs: int, seconds: float) -> None:
+def _sender(
+    port: int, actor_id: int, unroll: int, num_envs: int, seconds: float, arch: str = "small"
+) -> None:
+    """Stream one random chunk over and over to a learner at `port`, spending credits as an
+    actor does."""
     T, K = unroll, num_envs
-    spec = ModelSpec()
+    spec = ModelSpec(arch=arch)
     chunk = wire.Chunk(
         actor_id=actor_id, instance_id=f"bench{actor_id}", seq=0, level="1-1", policy_version=0,
         send_time=time.time(), episodes=(),

@@ -20,12 +20,21 @@ import argparse
 import gc
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
-from learner.replay import PrioritizedReplay, ReplayCapacityError, check_fits, estimate_bytes
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from learner.replay import (  # noqa: E402
+    PrioritizedReplay,
+    ReplayCapacityError,
+    check_fits,
+    estimate_bytes,
+)
 
 NUM_ACTIONS = 7  # SIMPLE_MOVEMENT
 FRAME_STACK = 4

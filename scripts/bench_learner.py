@@ -1,0 +1,226 @@
+"""How fast the learner trains, and whether ingest keeps its device busy (`make bench`).
+
+Two measurements, each for every --arch and --batch-chunks given:
+
+- update: the learner's own per-update work, built by `learner.main.build_training` from the
+  learner config: collate B host chunks onto the device, mix in replay, the V-trace update
+  (stack rebuild, forward, backward, clipping, Adam), replay priority write-back. Synthetic chunks
+  of K envs x T steps at 84x84; replay filled past its minimum first, so batches are mixed as in
+  steady state. Reported per update and as the env frames/s of fresh data the learner can consume
+  (fresh agent steps x frame skip 4 / s): divide by one actor process's frames/s to see how many
+  actor cores one learner keeps up with.
+- e2e (--e2e): a real `python -m learner` process fed over loopback by sender processes that
+  stream the same synthetic chunk under the credit protocol. Read from its /metrics: updates/s,
+  the share of the train loop spent waiting for data, and (on a GPU) NVML utilisation. e2e ÷
+  update updates/s near 1 means ingest runs beside training instead of in front of it.
+
+    python scripts/bench_learner.py --device cuda --archs small,nature,resnet --batch-chunks 2,8,32 --e2e
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from common import status  # noqa: E402
+from learner.batching import collate  # noqa: E402
+from learner.config import LearnerConfig  # noqa: E402
+from learner.ingest import HostChunk  # noqa: E402
+from learner.main import build_training, resolve_device  # noqa: E402
+from scripts.bench_pipeline import _free_port, _sender  # noqa: E402
+
+FRAME_SKIP = 4
+
+
+def synthetic_chunk(
+    rng: np.random.Generator, unroll: int, num_envs: int, pin: bool, num_actions: int = 7
+) -> HostChunk:
+    """A chunk shaped like an actor's: episode starts and ends sprinkled in, no truncations."""
+    T, K = unroll, num_envs
+    frames = rng.integers(0, 256, (T + 4, K, 84, 84), dtype=np.uint8)
+    first = rng.random((T + 4, K)) < 0.01
+    terminated = np.zeros((T, K), bool)
+    terminated[first[4:]] = True  # an episode ends where the next one starts
+    tensors = [
+        torch.from_numpy(a)
+        for a in (
+            frames,
+            first,
+            rng.integers(0, num_actions, (T, K), dtype=np.uint8),
+            rng.normal(0, 1, (T, K)).astype(np.float32),
+            terminated,
+            np.zeros((T, K), bool),
+            rng.normal(0, 1, (T, K, num_actions)).astype(np.float32),
+            np.zeros((0, 84, 84), np.uint8),
+            np.zeros((0, 2), np.int32),
+        )
+    ]
+    if pin:
+        tensors = [t.pin_memory() for t in tensors]
+    return HostChunk(*tensors, policy_version=0, send_time=time.time(), frame_skip=FRAME_SKIP,
+                     payload_bytes=sum(t.numel() * t.element_size() for t in tensors))  # fmt: skip
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_updates(
+    cfg: LearnerConfig, num_envs: int, device: torch.device, iters: int, repeats: int
+) -> dict:
+    """Median seconds per update over `repeats` timed runs of `iters` updates each."""
+    torch.manual_seed(0)
+    learner, mixer = build_training(cfg, device)
+    rng = np.random.default_rng(0)
+    pool = [
+        synthetic_chunk(rng, cfg.unroll_length, num_envs, device.type == "cuda")
+        for _ in range(2 * cfg.batch_chunks)
+    ]
+
+    def one(i: int) -> None:
+        chunks = [pool[(i + j) % len(pool)] for j in range(cfg.batch_chunks)]
+        batch = collate(chunks, device)
+        mixed = mixer.mix(batch, learner.updates) if mixer is not None else None
+        stats = learner.step(mixed.batch if mixed is not None else batch)
+        if mixed is not None:
+            mixer.after_update(mixed, stats.priorities)
+
+    fresh = cfg.batch_chunks * num_envs
+    warm = 5 + (cfg.replay_min_size // fresh + 1 if mixer is not None else 0)
+    for i in range(warm):  # cuDNN autotuning, allocator warm-up, replay past its minimum
+        one(i)
+    _sync(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    skipped, times = mixer.skipped if mixer is not None else 0, []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for i in range(iters):
+            one(i)
+        _sync(device)
+        times.append((time.perf_counter() - t0) / iters)
+    sec = statistics.median(times)
+    out = {
+        "ms_per_update": round(sec * 1e3, 3),
+        "updates_per_s": round(1 / sec, 1),
+        "sequences_per_update": fresh + (round(fresh * cfg.replay_fraction / (1 - cfg.replay_fraction)) if mixer else 0),
+        "fresh_env_frames_per_s": round(fresh * cfg.unroll_length * FRAME_SKIP / sec),
+    }  # fmt: skip
+    if mixer is not None:
+        out["replay_skipped_in_timed_updates"] = mixer.skipped - skipped
+    if device.type == "cuda":
+        out["peak_gpu_mem_mb"] = round(torch.cuda.max_memory_allocated(device) / 2**20)
+    return out
+
+
+def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: float) -> dict:
+    """A real learner process fed by `senders` processes; figures from its /metrics."""
+    port, mport = _free_port(), _free_port()
+    with tempfile.TemporaryDirectory() as run_dir:
+        argv = [sys.executable, "-m", "learner", "--run-dir", run_dir, "--device", device,
+                "--port", str(port), "--metrics-port", str(mport), "--arch", cfg.arch,
+                "--batch-chunks", str(cfg.batch_chunks), "--unroll-length", str(cfg.unroll_length),
+                "--max-policy-lag", str(10**9), "--checkpoint-interval-s", "100000",
+                "--log-level", "WARNING"]  # fmt: skip
+        proc = subprocess.Popen(argv, cwd=ROOT)
+        ctx = mp.get_context("spawn")
+        ps = [
+            ctx.Process(
+                target=_sender,
+                args=(port, i, cfg.unroll_length, num_envs, seconds + 60, cfg.arch),
+            )
+            for i in range(senders)
+        ]
+        try:
+            for p in ps:
+                p.start()
+            url = f"http://127.0.0.1:{mport}/metrics"
+            deadline = time.monotonic() + 60
+            while status.scrape(url).get("mario_learner_updates_total", 0) < 30:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("learner did not start training")
+                time.sleep(0.5)
+            before, t0 = status.scrape(url), time.perf_counter()
+            util = []
+            while time.perf_counter() - t0 < seconds:
+                time.sleep(1.0)
+                now = status.scrape(url)
+                util += [v for k, v in now.items() if k.startswith("mario_gpu_utilization_ratio")]
+            after, dt = status.scrape(url), time.perf_counter() - t0
+
+            def rate(name: str) -> float:
+                return (after.get(name, 0.0) - before.get(name, 0.0)) / dt
+
+            out = {
+                "updates_per_s": round(rate("mario_learner_updates_total"), 1),
+                "wait_share": round(rate("mario_learner_wait_seconds_total"), 3),
+                "compute_share": round(rate("mario_learner_compute_seconds_total"), 3),
+                "fresh_env_frames_per_s": round(rate("mario_learner_env_frames_total")),
+            }
+            if util:
+                out["gpu_utilization_mean"] = round(statistics.mean(util), 3)
+            return out
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            for p in ps:
+                p.kill()
+                p.join(10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    parser.add_argument("--archs", default="small", help="comma-separated: small,nature,resnet")
+    parser.add_argument("--batch-chunks", default="2", help="comma-separated chunks per update")
+    parser.add_argument("--num-envs", type=int, default=4, help="envs per chunk (K)")
+    parser.add_argument("--unroll-length", type=int, default=32, help="T")
+    parser.add_argument("--iters", type=int, default=10, help="updates per timed run")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs; the median is kept")
+    parser.add_argument("--e2e", action="store_true", help="also run a real learner process")
+    parser.add_argument("--senders", type=int, default=2, help="sender processes for --e2e")
+    parser.add_argument("--seconds", type=float, default=10.0, help="--e2e measurement window")
+    args = parser.parse_args(argv)
+    device = resolve_device(args.device)
+    if device.type == "cuda":  # as the learner sets them
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    rows = []
+    for arch in args.archs.split(","):
+        for b in (int(x) for x in args.batch_chunks.split(",")):
+            cfg = LearnerConfig(arch=arch, batch_chunks=b, unroll_length=args.unroll_length)
+            row = {"arch": arch, "batch_chunks": b, "device": str(device)}
+            row["update"] = time_updates(cfg, args.num_envs, device, args.iters, args.repeats)
+            if args.e2e:
+                row["e2e"] = e2e(cfg, args.num_envs, str(device), args.senders, args.seconds)
+                row["e2e_over_update"] = round(
+                    row["e2e"]["updates_per_s"] / row["update"]["updates_per_s"], 3
+                )
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    print(json.dumps({"machine": platform.processor() or platform.machine(), "gpu": gpu,
+                      "torch": torch.__version__, "threads": torch.get_num_threads()}))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
