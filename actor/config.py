@@ -37,6 +37,9 @@ class ActorConfig:
     flag_bonus: float = _f(0.0, "env-side bonus for reaching the flag")
     death_penalty: float = _f(0.0, "env-side penalty for dying")
     arch: str = _f("small", "network: small | nature | resnet (must match the learner)")
+    last_action: bool = _f(
+        True, "the policy also sees its previous action (must match the learner)"
+    )
     unroll_length: int = _f(32, "agent steps per chunk (T; must match the learner)")
     torch_threads: int = _f(1, "torch CPU threads for inference")
     heartbeat_interval_s: float = _f(1.0, "seconds between heartbeats to the learner")
@@ -116,7 +119,12 @@ class ActorConfig:
         return out
 
     def model_spec(self, num_actions: int) -> ModelSpec:
-        return ModelSpec(arch=self.arch, num_actions=num_actions, frame_size=self.frame_size)
+        return ModelSpec(
+            arch=self.arch,
+            num_actions=num_actions,
+            frame_size=self.frame_size,
+            last_action=self.last_action,
+        )
 
 
 def num_actions_for(action_set: str) -> int:

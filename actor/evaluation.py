@@ -2,7 +2,7 @@
 
 The policy sees exactly what it saw in training: the env factory's 84x84 grayscale frames, stacked
 by `common.stacking.stack_frames` from a 4-frame ring whose `first` flags mask the frames of an
-earlier episode.
+earlier episode, and its previous action (A = none at the episode's first step).
 
 Video: one full-colour NES screen (240x256, native) per agent step, upscaled by an integer factor
 with nearest neighbour, at 60/frame_skip fps (15 fps for frame skip 4), H.264 yuv420p in MP4.
@@ -29,7 +29,8 @@ from common.stacking import STACK, stack_frames
 
 NES_FPS = 60  # NES frames per second (60.0988 on hardware; players and the game say 60)
 
-Policy = Callable[[torch.Tensor], int]  # stacked frames [1, S, H, W] uint8 -> action
+# (stacked frames [1, S, H, W] uint8, previous action in [0, A], A = none) -> action
+Policy = Callable[[torch.Tensor, int], int]
 
 
 class FrameRing:
@@ -55,9 +56,10 @@ def make_policy(model: ActorCritic, *, greedy: bool, device: torch.device | str 
     """Argmax (greedy) or sampled actions from `model`, one observation at a time."""
     model = model.to(device).eval()
 
-    def policy(obs: torch.Tensor) -> int:
+    def policy(obs: torch.Tensor, last_action: int) -> int:
+        last = torch.tensor([last_action], dtype=torch.long, device=device)  # [1]
         with torch.inference_mode():
-            logits = model(obs.to(device)).logits  # [1, A]
+            logits = model(obs.to(device), last).logits  # [1, A]
             return int(sample_actions(logits.float().cpu(), greedy=greedy)[0])
 
     return policy
@@ -92,8 +94,10 @@ def play_episode(
     ring.push(env.reset(), first=True)
     if on_frame is not None:
         on_frame()
+    last = env.num_actions  # none yet
     while True:
-        step = env.step(policy(ring.observe()))  # action[t] follows frame t; frame t+1 follows
+        last = policy(ring.observe(), last)
+        step = env.step(last)  # action[t] follows frame t; frame t+1 follows
         if on_frame is not None:
             on_frame()
         if step.episode is not None:

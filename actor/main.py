@@ -55,6 +55,7 @@ def to_wire_chunk(cfg: ActorConfig, instance_id: str, seq: int, c: ChunkArrays) 
         logits=c.logits,
         final_frames=c.final_frames,
         final_index=c.final_index,
+        last_actions=c.last_actions,
     )
 
 
@@ -103,7 +104,7 @@ class Actor:
     def _infer(self, lane: Lane) -> None:
         start = time.perf_counter()
         with torch.inference_mode():
-            logits = self.model(lane.observe()).logits.numpy()  # [K, A]
+            logits = self.model(lane.observe(), lane.last_action()).logits.numpy()  # [K, A]
         actions = sample_from_logits(logits, self.rng)
         lane.act(actions, logits, max(self.link.policy_version, 0))
         self.metrics.inference_seconds.inc(time.perf_counter() - start)

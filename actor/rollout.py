@@ -33,6 +33,7 @@ class ChunkArrays(NamedTuple):
     logits: np.ndarray  # [T, K, A] float32
     final_frames: np.ndarray  # [n, H, W] uint8
     final_index: np.ndarray  # [n, 2] int32, (t, k)
+    last_actions: np.ndarray  # [K] uint8, action before step 0; A = none
     episodes: list[EpisodeSummary]
     policy_version: int  # oldest policy that acted in the chunk
 
@@ -51,6 +52,7 @@ class Lane:
         self.t = 0
         self.finished: list[ChunkArrays] = []
         self._policy_version: int | None = None
+        self._last = np.full(self.K, self.A, np.uint8)  # [K] previous action, A = none
         self._new_buffers()
         self._obs = np.empty((self.K, STACK, *self.frame_shape), np.uint8)
         for k, env in enumerate(envs):
@@ -68,6 +70,7 @@ class Lane:
         self.terminated = np.zeros((T, K), bool)
         self.truncated = np.zeros((T, K), bool)
         self.logits = np.zeros((T, K, A), np.float32)
+        self.last_actions = self._last.copy()  # [K]
         self.finals: list[tuple[int, int, np.ndarray]] = []
         self.episodes: list[EpisodeSummary] = []
 
@@ -77,6 +80,10 @@ class Lane:
         t = self.t
         stack_newest(self.frames[t : t + STACK], self.first[t : t + STACK], out=self._obs)
         return torch.from_numpy(self._obs)
+
+    def last_action(self) -> torch.Tensor:
+        """The policy's previous-action input for the current step: [K] int64, A = none."""
+        return torch.from_numpy(self._last.astype(np.int64))
 
     def act(self, actions: np.ndarray, logits: np.ndarray, policy_version: int) -> None:
         """Record the behaviour policy's choice for the current step."""
@@ -103,8 +110,10 @@ class Lane:
                     self.finals.append((t, k, s.frame.copy()))
                 self.frames[nxt, k] = env.reset()
                 self.first[nxt, k] = True
+                self._last[k] = self.A
             else:
                 self.frames[nxt, k] = s.frame
+                self._last[k] = self.actions[t, k]
         self.t += 1
         if self.t == self.T:
             self._finish()
@@ -128,6 +137,7 @@ class Lane:
                 self.logits,
                 final_frames,
                 final_index,
+                self.last_actions,
                 self.episodes,
                 self._policy_version if self._policy_version is not None else 0,
             )

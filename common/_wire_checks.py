@@ -162,6 +162,7 @@ def check_chunk_arrays(arrays: dict[str, np.ndarray], dtypes: dict[str, str]) ->
         "rewards": (t, k),
         "terminated": (t, k),
         "truncated": (t, k),
+        "last_actions": (k,),
     }
     for name, shape in expected.items():
         _check_array(f"chunk.{name}", arrays[name], dtypes[name], shape)
@@ -191,6 +192,18 @@ def check_chunk_arrays(arrays: dict[str, np.ndarray], dtypes: dict[str, str]) ->
     if arrays["actions"].max() >= num_actions:
         raise ProtocolError(
             f"chunk.actions holds {arrays['actions'].max()}, not below num_actions={num_actions}"
+        )
+    if arrays["last_actions"].max() > num_actions:
+        raise ProtocolError(
+            f"chunk.last_actions holds {arrays['last_actions'].max()}, above num_actions="
+            f"{num_actions} (which stands for none)"
+        )
+    starts = arrays["first"][3] & (arrays["last_actions"] != num_actions)
+    if starts.any():
+        env = int(np.argmax(starts))
+        raise ProtocolError(
+            f"chunk.last_actions[{env}] = {arrays['last_actions'][env]}, but step 0 starts an "
+            f"episode there (first[3, {env}]): it must be num_actions={num_actions} (none)"
         )
     if n:
         _check_final_index(arrays["final_index"], truncated)

@@ -1,7 +1,15 @@
 """The actor-critic network shared by actor (CPU inference) and learner (training).
 
-Input: uint8 stacked frames [B, S, H, W] (S = 4, H = W = 84). Output: policy logits [B, A] and
-state value [B]. Three trunks:
+Input: uint8 stacked frames [B, S, H, W] (S = 4, H = W = 84) and, as in IMPALA (Espeholt et al.
+2018, Sec. 5), the previous action [B] int64 in [0, A], where A stands for "none" (the step starts
+an episode). Output: policy logits [B, A] and state value [B].
+
+The previous action matters in Super Mario Bros: a held jump button must be released before it
+jumps again, and no stack of frames shows whether it is held. Its embedding is added to the
+trunk's hidden layer before the ReLU; it starts at zero, so an untrained network ignores it.
+`ModelSpec.last_action = False` builds the network without it.
+
+Three trunks:
 
 - "small" (default): the network of Mnih et al. 2013 and of A3C (Mnih et al. 2016: 16-8/4,
   32-4/2, FC 256), ~3 M multiply-adds per observation. Its batched inference costs ~4% of an
@@ -34,6 +42,12 @@ class ModelSpec:
     num_actions: int = 7
     stack: int = 4
     frame_size: int = 84
+    last_action: bool = True  # the previous action is an input (IMPALA)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelSpec:
+        """A spec as `to_wire` wrote it; specs saved before `last_action` existed lack it."""
+        return cls(**{"last_action": False, **d})
 
     def problems(self) -> list[str]:
         out = []
@@ -57,7 +71,8 @@ class PolicyOutput(NamedTuple):
 
 
 class _Trunk(nn.Module):
-    """Conv layers, flattened, then one ReLU FC layer of `hidden` units."""
+    """Conv layers, flattened, then one ReLU FC layer of `hidden` units (plus `extra`, [B, hidden],
+    added before the ReLU)."""
 
     def __init__(self, convs: list[nn.Module], stack: int, size: int, hidden: int):
         super().__init__()
@@ -67,8 +82,9 @@ class _Trunk(nn.Module):
         self.fc = nn.Linear(flat, hidden)
         self.out_features = hidden
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.fc(self.convs(x)))
+    def forward(self, x: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+        z = self.fc(self.convs(x))
+        return F.relu(z if extra is None else z + extra)
 
 
 def _small(stack: int, size: int) -> _Trunk:
@@ -126,14 +142,28 @@ class ActorCritic(nn.Module):
         self.spec = spec
         build = {"small": _small, "nature": _nature, "resnet": _resnet}[spec.arch]
         self.trunk = build(spec.stack, spec.frame_size)
+        self.last_action: nn.Embedding | None = None
+        if spec.last_action:  # row A = no previous action
+            self.last_action = nn.Embedding(spec.num_actions + 1, self.trunk.out_features)
+            nn.init.zeros_(self.last_action.weight)
         self.policy = nn.Linear(self.trunk.out_features, spec.num_actions)
         self.value = nn.Linear(self.trunk.out_features, 1)
 
-    def forward(self, frames: torch.Tensor) -> PolicyOutput:
-        """frames: [B, S, H, W] uint8 (or float already in [0, 1])."""
+    def forward(
+        self, frames: torch.Tensor, last_action: torch.Tensor | None = None
+    ) -> PolicyOutput:
+        """frames: [B, S, H, W] uint8 (or float already in [0, 1]); last_action: [B] int64 in
+        [0, A], A = none; None means none for every row. Ignored by a spec without it."""
         if frames.dtype == torch.uint8:
             x = frames.float() * (1.0 / 255.0)
         else:
             x = frames.float()
-        h = self.trunk(x)  # [B, F]
+        extra = None
+        if self.last_action is not None:
+            if last_action is None:
+                last_action = torch.full(
+                    (x.shape[0],), self.spec.num_actions, dtype=torch.long, device=x.device
+                )
+            extra = self.last_action(last_action)  # [B, F]
+        h = self.trunk(x, extra)  # [B, F]
         return PolicyOutput(self.policy(h), self.value(h).squeeze(-1))

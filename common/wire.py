@@ -16,6 +16,9 @@ Chunk layout, time-major (T = unroll length, K = envs in the actor, H x W = fram
     step t:             frames[3+t] seen -> actions[t] taken -> rewards[t],
                         terminated[t] | truncated[t] -> frames[3+t+1] next observation
     frames[3+T]         never acted on: it only bootstraps the value at the chunk boundary
+    last_actions[k]     the action env k took before step 0, the policy's previous-action input
+                        at step 0; A (= num_actions) when step 0 starts an episode. Later steps'
+                        previous actions are actions[t-1], or A where first[3+t]
     first[i]            frames[i] starts an episode, so a stack never mixes two episodes;
                         first[3+t+1] == terminated[t] | truncated[t] for every step t
     final_frames[j]     the real observation after truncated step final_index[j] = (t, k):
@@ -71,7 +74,7 @@ __all__ = [
     "encode",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: chunks carry last_actions
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
 
@@ -230,6 +233,7 @@ class Chunk:
         "logits": "float32",  # [T, K, A]  behaviour policy
         "final_frames": "uint8",  # [n, H, W]  n = truncated.sum()
         "final_index": "int32",  # [n, 2]  (t, k) of each truncated step
+        "last_actions": "uint8",  # [K]  action before step 0; A = none (episode start)
     }
     actor_id: int
     instance_id: str
@@ -247,6 +251,7 @@ class Chunk:
     logits: np.ndarray = field(repr=False)
     final_frames: np.ndarray = field(repr=False)
     final_index: np.ndarray = field(repr=False)
+    last_actions: np.ndarray = field(repr=False)
 
     def __post_init__(self) -> None:
         check_int("chunk.actor_id", self.actor_id)

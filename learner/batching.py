@@ -43,5 +43,6 @@ def collate(chunks: list[HostChunk], device: torch.device) -> Batch:
         behaviour_logits=cat("logits"),
         final_frames=final_frames,
         final_t=final_t,
+        last_actions=cat("last_actions", dim=0).long(),
         weights=torch.ones(n, device=device),
     )

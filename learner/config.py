@@ -36,6 +36,9 @@ class LearnerConfig:
     action_set: str = _f("simple", "action set the actors use (fixes the number of actions)")
     frame_size: int = _f(84, "observation size in pixels (square)")
     arch: str = _f("small", "network: small | nature | resnet")
+    last_action: bool = _f(
+        True, "the policy also sees its previous action (IMPALA); actors must match"
+    )
     unroll_length: int = _f(32, "agent steps per chunk (T); actors must match")
     batch_chunks: int = _f(2, "chunks per update (each holds one actor lane's envs)")
     learning_rate: float = _f(2e-4, "Adam learning rate")
@@ -81,7 +84,12 @@ class LearnerConfig:
         return len(ACTION_SETS.get(self.action_set, ()))
 
     def model_spec(self) -> ModelSpec:
-        return ModelSpec(arch=self.arch, num_actions=self.num_actions, frame_size=self.frame_size)
+        return ModelSpec(
+            arch=self.arch,
+            num_actions=self.num_actions,
+            frame_size=self.frame_size,
+            last_action=self.last_action,
+        )
 
     def problems(self) -> list[str]:
         out = []

@@ -42,6 +42,7 @@ class HostChunk(NamedTuple):
     logits: torch.Tensor  # [T, K, A] float32
     final_frames: torch.Tensor  # [n, H, W] uint8
     final_index: torch.Tensor  # [n, 2] int32 (t, k)
+    last_actions: torch.Tensor  # [K] uint8, action before step 0; A = none
     policy_version: int
     send_time: float
     frame_skip: int
@@ -91,6 +92,7 @@ def to_host(chunk: wire.Chunk, frame_skip: int, pin: bool) -> HostChunk:
         _tensor(chunk.logits, pin),
         _tensor(chunk.final_frames, pin),
         _tensor(chunk.final_index, pin),
+        _tensor(chunk.last_actions, pin),
         chunk.policy_version,
         chunk.send_time,
         frame_skip,
@@ -143,7 +145,8 @@ class Ingest:
 
     def stop(self) -> None:
         self._stop.set()
-        self.thread.join(timeout=5)
+        if self.thread.ident is not None:  # started; closing an unstarted ingest is fine too
+            self.thread.join(timeout=5)
         self.router.close(linger=0)
         self.pub.close(linger=0)
 

@@ -18,7 +18,7 @@ from common import config as config_io
 from common import curve, status, wire
 from common.gpu import GpuCollector
 from common.metrics import LearnerMetrics, RateWindow, serve
-from common.model import ActorCritic
+from common.model import ActorCritic, ModelSpec
 from learner import checkpoint
 from learner.batching import collate
 from learner.config import LearnerConfig
@@ -166,10 +166,12 @@ class TrainLoop:
             log.info("no checkpoint in %s: starting fresh", self.run_dir)
             return
         state = checkpoint.load(path, self.device)
-        if state.get("model_spec") != self.model_spec.to_wire():
+        saved = ModelSpec.from_dict(state.get("model_spec") or {})
+        if saved != self.model_spec:
             raise SystemExit(
-                f"learner: checkpoint {path} holds model {state.get('model_spec')}, but the config "
-                f"asks for {self.model_spec.to_wire()}; use another --run-dir or the matching --arch/--action-set"
+                f"learner: checkpoint {path} holds model {saved.to_wire()}, but the config asks "
+                f"for {self.model_spec.to_wire()}; use another --run-dir or the matching "
+                "--arch/--action-set/--[no-]last-action"
             )
         self.model.load_state_dict(state["model"])
         self.learner.optimizer.load_state_dict(state["optimizer"])

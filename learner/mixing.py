@@ -32,7 +32,7 @@ _TIME_MAJOR = (
     "truncated",
     "behaviour_logits",
 )
-_PER_SEQUENCE = ("final_frames", "final_t")
+_PER_SEQUENCE = ("final_frames", "final_t", "last_actions")
 
 
 class Mixed(NamedTuple):
@@ -73,6 +73,7 @@ def sequence_example(
         "behaviour_logits": torch.empty((T, A), dtype=torch.float32, **meta),
         "final_frames": torch.empty((S, S), dtype=torch.uint8, **meta),
         "final_t": torch.empty((), dtype=torch.int64, **meta),
+        "last_actions": torch.empty((), dtype=torch.int64, **meta),
     }
 
 

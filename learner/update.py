@@ -32,6 +32,7 @@ class Batch(NamedTuple):
     behaviour_logits: torch.Tensor  # [T, N, A] float32
     final_frames: torch.Tensor  # [N, H, W] uint8: next frame of the sequence's truncated step
     final_t: torch.Tensor  # [N] int64: that step, or -1 when none
+    last_actions: torch.Tensor  # [N] int64: action before step 0, A = none (episode start)
     weights: torch.Tensor  # [N] float32 importance weights (1 for fresh data)
 
     @property
@@ -81,6 +82,23 @@ def final_stacks(batch: Batch) -> torch.Tensor:
     return stack_frames(frames, first)[0]  # [N, 4, H, W]
 
 
+def previous_actions(batch: Batch, num_actions: int) -> torch.Tensor:
+    """The policy's previous-action input at each of the T+1 stacks: [T+1, N] int64.
+
+    Step t's is actions[t-1] (last_actions for t = 0), or A = none where frames[3+t] starts an
+    episode; the actor's `Lane.last_action` is the step-by-step reference.
+    """
+    prev = torch.cat([batch.last_actions[None], batch.actions], dim=0)  # [T+1, N]
+    none = torch.full_like(prev, num_actions)
+    return torch.where(batch.first[STACK - 1 :], none, prev)
+
+
+def final_previous_actions(batch: Batch) -> torch.Tensor:
+    """Previous-action input of each sequence's final stack: the truncated step's action, [N]."""
+    t = batch.final_t.clamp(min=0)  # [N]
+    return batch.actions.gather(0, t[None]).squeeze(0)
+
+
 def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
     r = rewards * hyper.reward_scale
     if hyper.reward_clip > 0:
@@ -100,7 +118,9 @@ def forward_and_targets(model: ActorCritic, batch: Batch, hyper: Hyper) -> Forwa
     # ---- forward: all T+1 stacks of every sequence, plus each sequence's final stack ----------
     stacks = stack_frames(batch.frames, batch.first)  # [T+1, N, 4, H, W]
     obs = torch.cat([stacks.flatten(0, 1), final_stacks(batch)], dim=0)  # [(T+1)*N + N, 4, H, W]
-    out = model(obs)
+    prev = previous_actions(batch, model.spec.num_actions)  # [T+1, N]
+    last = torch.cat([prev.flatten(), final_previous_actions(batch)])  # [(T+1)*N + N]
+    out = model(obs, last)
     logits = out.logits[: (T + 1) * N].view(T + 1, N, -1)  # [T+1, N, A]
     values = out.value[: (T + 1) * N].view(T + 1, N)  # [T+1, N]
     final_values = out.value[(T + 1) * N :].detach()  # [N]

@@ -47,7 +47,7 @@ def _lane_worker(mode: str, seconds: float, out: mp.Queue) -> None:
     while time.perf_counter() - t0 < seconds:
         if mode == "policy":
             with torch.inference_mode():
-                result = model(lane.observe())
+                result = model(lane.observe(), lane.last_action())
                 actions = sample_actions(result.logits)
             lane.act(actions.numpy(), result.logits.numpy(), 0)
         else:
@@ -82,7 +82,7 @@ def phases(seconds: float, num_envs: int) -> dict[str, float]:
         obs = lane.observe()
         b = time.perf_counter()
         with torch.inference_mode():
-            logits = model(obs).logits.numpy()
+            logits = model(obs, lane.last_action()).logits.numpy()
         c = time.perf_counter()
         lane.act(sample_from_logits(logits, rng), logits, 0)
         d = time.perf_counter()
@@ -93,12 +93,13 @@ def phases(seconds: float, num_envs: int) -> dict[str, float]:
             total[key] += dt
         n += 1
     out = {key: v / n * 1e3 for key, v in total.items()}
+    last = lane.last_action()
     with torch.inference_mode():
         for _ in range(20):
-            model(obs)
+            model(obs, last)
         t = time.perf_counter()
         for _ in range(200):
-            model(obs)
+            model(obs, last)
         out["forward_warm"] = (time.perf_counter() - t) / 200 * 1e3
     return out
 

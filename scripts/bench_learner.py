@@ -67,6 +67,7 @@ def synthetic_chunk(
             rng.normal(0, 1, (T, K, num_actions)).astype(np.float32),
             np.zeros((0, 84, 84), np.uint8),
             np.zeros((0, 2), np.int32),
+            np.where(first[3], num_actions, rng.integers(0, num_actions, K)).astype(np.uint8),
         )
     ]
     if pin:

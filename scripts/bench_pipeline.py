@@ -202,6 +202,7 @@ def _sender(
         rewards=np.zeros((T, K), np.float32), terminated=np.zeros((T, K), bool),
         truncated=np.zeros((T, K), bool), logits=np.zeros((T, K, 7), np.float32),
         final_frames=np.zeros((0, 84, 84), np.uint8), final_index=np.zeros((0, 2), np.int32),
+        last_actions=np.zeros(K, np.uint8),
     )  # fmt: skip
     frames = wire.encode(chunk)
     sock = zmq.Context.instance().socket(zmq.DEALER)

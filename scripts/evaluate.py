@@ -89,7 +89,7 @@ def load_checkpoint(path: Path) -> Checkpoint:
     if missing:
         raise EvalError(f"{path} is not a checkpoint: no {' or '.join(missing)} in it")
     try:
-        model = ActorCritic(ModelSpec(**state["model_spec"]))
+        model = ActorCritic(ModelSpec.from_dict(state["model_spec"]))
         model.load_state_dict(state["model"])
     except (TypeError, ValueError, RuntimeError) as exc:
         raise EvalError(f"{path}: its model_spec and weights do not make a network: {exc}") from exc

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     env = FrameEnv(spec)
     rng = np.random.default_rng(args.seed)
     episodes, _ = play_episodes(
-        env, lambda _obs: int(rng.integers(env.num_actions)), args.episodes, record=False
+        env, lambda _obs, _last: int(rng.integers(env.num_actions)), args.episodes, record=False
     )
     overall = summarise(episodes)
     summary = {

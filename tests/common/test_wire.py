@@ -64,6 +64,7 @@ def make_chunk(seed: int = 0, T: int = 3, K: int = 2, H: int = 6, W: int = 5, A:
         logits=rng.standard_normal((T, K, A), dtype=np.float32),
         final_frames=rng.integers(0, 256, size=(len(final_index), H, W), dtype=np.uint8),
         final_index=final_index,
+        last_actions=np.where(first[3], A, rng.integers(0, A, size=K)).astype(np.uint8),
     )
 
 
@@ -242,8 +243,8 @@ def test_register_specs_must_be_flat():
 
 def test_frame_count_and_frame_size():
     frames = as_bytes(encode(make_chunk()))
-    rejects(frames[:-1], "expected 10 frames, got 9")
-    rejects([*frames, b""], "expected 10 frames, got 11")
+    rejects(frames[:-1], "expected 11 frames, got 10")
+    rejects([*frames, b""], "expected 11 frames, got 12")
     rejects([], "non-empty")
     slot = array_slot(frames, "rewards")
     short = [*frames[:slot], frames[slot][:-1], *frames[slot + 1 :]]
@@ -347,6 +348,17 @@ def test_bad_chunk_semantics():
     rejects(bad(first=first), "chunk.first[5, 1] must equal terminated[1, 1] | truncated[1, 1]")
     terminated = chunk.terminated | chunk.truncated  # same episode ends, some now both ways
     rejects(bad(terminated=terminated), "chunk.terminated and chunk.truncated are both set")
+    last = chunk.last_actions.copy()
+    last[0] = chunk.num_actions + 1
+    rejects(bad(last_actions=last), "chunk.last_actions holds 8, above num_actions=7")
+    starts, mid = np.flatnonzero(chunk.first[3]), np.flatnonzero(~chunk.first[3])
+    assert len(starts) and len(mid)  # seed 7 has both kinds at step 0
+    last = chunk.last_actions.copy()
+    last[starts[0]] = 0
+    rejects(bad(last_actions=last), f"chunk.last_actions[{starts[0]}] = 0, but step 0 starts")
+    last = chunk.last_actions.copy()
+    last[mid[0]] = chunk.num_actions  # none mid-episode is allowed (e.g. a fresh actor's carry)
+    decode(bad(last_actions=last))
     twos = chunk.first.view(np.uint8).copy()
     twos[0, 0] = 2
     rejects(bad(first=twos), "chunk.first holds bytes other than 0 and 1")

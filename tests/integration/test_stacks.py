@@ -2,7 +2,8 @@
 
 Real envs step in actor lanes; their chunks go through the wire format and the learner's host
 conversion and batching; the stacks the learner rebuilds at every step must equal the stacks the
-actor fed its policy, across episode ends (deaths, truncations) and chunk boundaries.
+actor fed its policy, across episode ends (deaths, truncations) and chunk boundaries; so must the
+previous actions the learner derives from the actions and `first` flags.
 """
 
 from __future__ import annotations
@@ -19,33 +20,36 @@ from common.env import EnvSpec, FrameEnv
 from common.stacking import stack_frames
 from learner.batching import collate
 from learner.ingest import to_host
-from learner.update import final_stacks
+from learner.update import final_previous_actions, final_stacks, previous_actions
 
 
 def run_lane(spec: EnvSpec, num_envs: int, T: int, chunks: int, seed: int):
-    """Random play; returns the finished chunks and, per chunk, the stacks fed to the policy."""
+    """Random play; returns the finished chunks and, per chunk, the stacks [T, K, 4, H, W] and
+    previous actions [T, K] fed to the policy."""
     rng = np.random.default_rng(seed)
     envs = [FrameEnv(spec) for _ in range(num_envs)]
     lane = Lane(envs, T, envs[0].num_actions)
-    seen = []  # per chunk: [T, K, 4, H, W]
+    seen, seen_last = [], []
     out = []
     for _ in range(chunks):
-        fed = []
+        fed, fed_last = [], []
         for _t in range(T):
             obs = lane.observe().clone()  # [K, 4, H, W]
             fed.append(obs)
+            fed_last.append(lane.last_action().clone())  # [K]
             actions = rng.integers(0, lane.A, size=num_envs)
             lane.act(actions, np.zeros((num_envs, lane.A), np.float32), 0)
             lane.step()
         seen.append(torch.stack(fed))
+        seen_last.append(torch.stack(fed_last))
         out += lane.take_finished()
-    return out, seen
+    return out, seen, seen_last
 
 
 def test_learner_stacks_equal_actor_stacks():
     cfg = ActorConfig(level="tests.fakes:Corridor-v0", frame_skip=1, unroll_length=7)
     spec = EnvSpec(level=cfg.level, frame_skip=1, no_progress_steps=9)
-    finished, seen = run_lane(spec, num_envs=3, T=7, chunks=12, seed=0)
+    finished, seen, seen_last = run_lane(spec, num_envs=3, T=7, chunks=12, seed=0)
     assert len(finished) == 12
     ended = sum(int(c.terminated.sum() + c.truncated.sum()) for c in finished)
     truncations = sum(int(c.truncated.sum()) for c in finished)
@@ -55,8 +59,13 @@ def test_learner_stacks_equal_actor_stacks():
         batch = collate([to_host(chunk, 1, pin=False)], torch.device("cpu"))
         rebuilt = stack_frames(batch.frames, batch.first)  # [T+1, K, 4, H, W]
         torch.testing.assert_close(rebuilt[:7], seen[i], rtol=0, atol=0)
+        last = previous_actions(batch, chunk.num_actions)  # [T+1, K]
+        torch.testing.assert_close(last[:7], seen_last[i], rtol=0, atol=0)
         if i + 1 < len(seen):  # the bootstrap stack is the next chunk's first observation
             torch.testing.assert_close(rebuilt[7], seen[i + 1][0], rtol=0, atol=0)
+            torch.testing.assert_close(last[7], seen_last[i + 1][0], rtol=0, atol=0)
+    nones = sum(int((s == 7).sum()) for s in seen_last)
+    assert 0 < nones < sum(s.numel() for s in seen_last)  # both kinds of input were checked
 
 
 def test_final_stack_is_the_real_next_observation():
@@ -64,12 +73,12 @@ def test_final_stack_is_the_real_next_observation():
     spec = EnvSpec(level="tests.fakes:Corridor-v0", frame_skip=1, no_progress_steps=5)
     envs = [FrameEnv(spec)]
     lane = Lane(envs, 8, envs[0].num_actions)
-    for _ in range(8):
-        lane.act(np.array([0]), np.zeros((1, 7), np.float32), 0)  # NOOP: no progress
+    for t in range(8):  # actions 2..4 stand still in the corridor: no progress
+        lane.act(np.array([2 + t % 3]), np.zeros((1, 7), np.float32), 0)
         lane.step()
     (arrays,) = lane.take_finished()
     (t, k), final = arrays.final_index[0], arrays.final_frames[0]
-    assert t == 4 and k == 0  # five NOOPs without progress: cut after the fifth step
+    assert t == 4 and k == 0  # five steps without progress: cut after the fifth
     cfg = ActorConfig(level=spec.level, frame_skip=1, unroll_length=8)
     chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", 0, arrays)))
     batch = collate([to_host(chunk, 1, pin=False)], torch.device("cpu"))
@@ -79,6 +88,7 @@ def test_final_stack_is_the_real_next_observation():
     )
     np.testing.assert_array_equal(got.numpy(), expected)
     assert batch.final_t.tolist() == [4]
+    assert final_previous_actions(batch).tolist() == [3]  # the action of the cut step, 2 + 4 % 3
     assert arrays.first[3 + t + 1, 0]  # the slot after the cut holds the next episode's frame
 
 
@@ -86,10 +96,12 @@ def test_final_stack_is_the_real_next_observation():
 def test_mario_stacks_across_deaths_and_chunks():
     cfg = ActorConfig(unroll_length=16)
     spec = EnvSpec(no_progress_steps=16)
-    finished, seen = run_lane(spec, num_envs=2, T=16, chunks=8, seed=1)
+    finished, seen, seen_last = run_lane(spec, num_envs=2, T=16, chunks=8, seed=1)
     assert sum(int(c.terminated.sum() + c.truncated.sum()) for c in finished) > 0
     for i, arrays in enumerate(finished):
         chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", i, arrays)))
         batch = collate([to_host(chunk, 4, pin=False)], torch.device("cpu"))
         rebuilt = stack_frames(batch.frames, batch.first)
         torch.testing.assert_close(rebuilt[:16], seen[i], rtol=0, atol=0)
+        last = previous_actions(batch, chunk.num_actions)[:16]
+        torch.testing.assert_close(last, seen_last[i], rtol=0, atol=0)

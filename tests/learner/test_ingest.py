@@ -49,6 +49,7 @@ def chunk(version: int = 0, seq: int = 0, **kw) -> wire.Chunk:
         logits=np.zeros((T, K, A), np.float32),
         final_frames=np.zeros((0, S, S), np.uint8),
         final_index=np.zeros((0, 2), np.int32),
+        last_actions=np.zeros((K,), np.uint8),
     )
     return wire.Chunk(**{**fields, **kw})
 

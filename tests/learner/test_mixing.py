@@ -23,6 +23,7 @@ def batch(n: int, seed: int) -> Batch:
         behaviour_logits=torch.randn(T, n, A, generator=g),
         final_frames=torch.randint(0, 256, (n, S, S), dtype=torch.uint8, generator=g),
         final_t=torch.full((n,), -1),
+        last_actions=torch.randint(0, A + 1, (n,), generator=g),
         weights=torch.ones(n),
     )
 

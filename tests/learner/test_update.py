@@ -7,7 +7,14 @@ import torch
 
 from common.model import ActorCritic, ModelSpec
 from common.stacking import stack_frames
-from learner.update import Batch, Hyper, Learner, forward_and_targets, loss_and_stats
+from learner.update import (
+    Batch,
+    Hyper,
+    Learner,
+    forward_and_targets,
+    loss_and_stats,
+    previous_actions,
+)
 
 H = W = 84
 A = 7
@@ -31,6 +38,7 @@ def make_batch(T: int, N: int, *, terminated=None, truncated=None, final_t=None,
         behaviour_logits=torch.zeros(T, N, A),
         final_frames=torch.randint(0, 256, (N, H, W), dtype=torch.uint8, generator=g),
         final_t=torch.full((N,), -1) if final_t is None else final_t,
+        last_actions=torch.full((N,), A),  # step 0 starts an episode: no previous action
         weights=torch.ones(N),
     )
 
@@ -39,22 +47,25 @@ def on_policy(model: ActorCritic, batch: Batch) -> Batch:
     """The same batch with behaviour logits equal to the model's own (rho = 1)."""
     with torch.no_grad():
         stacks = stack_frames(batch.frames, batch.first)[:-1]  # [T, N, 4, H, W]
-        logits = model(stacks.flatten(0, 1)).logits.view(*stacks.shape[:2], A)
+        last = previous_actions(batch, A)[:-1]  # [T, N]
+        logits = model(stacks.flatten(0, 1), last.flatten()).logits.view(*stacks.shape[:2], A)
     return batch._replace(behaviour_logits=logits)
 
 
 @pytest.fixture
 def model():
     torch.manual_seed(0)
-    return ActorCritic(ModelSpec(num_actions=A))
+    net = ActorCritic(ModelSpec(num_actions=A))
+    torch.nn.init.normal_(net.last_action.weight)  # as if trained: the previous action matters
+    return net
 
 
 HYPER = Hyper(discount=0.9, reward_scale=0.5, reward_clip=0.0)
 
 
-def value_of(model: ActorCritic, stack: torch.Tensor) -> float:
+def value_of(model: ActorCritic, stack: torch.Tensor, last_action: int) -> float:
     with torch.no_grad():
-        return float(model(stack[None]).value[0])
+        return float(model(stack[None], torch.tensor([last_action])).value[0])
 
 
 def test_truncation_bootstraps_from_the_final_frame(model):
@@ -64,7 +75,7 @@ def test_truncation_bootstraps_from_the_final_frame(model):
     vs = forward_and_targets(model, b, HYPER).vtrace.vs  # [1, 1]
     zero = torch.zeros_like(b.frames[0, 0])  # frames 1, 2 precede the episode start at frame 3
     final = torch.stack([zero, zero, b.frames[3, 0], b.final_frames[0]])
-    expected = 0.5 * float(b.rewards[0, 0]) + 0.9 * value_of(model, final)
+    expected = 0.5 * float(b.rewards[0, 0]) + 0.9 * value_of(model, final, int(b.actions[0, 0]))
     assert float(vs[0, 0]) == pytest.approx(expected, rel=1e-5, abs=1e-5)
 
 
@@ -78,7 +89,7 @@ def test_chunk_boundary_bootstraps_from_the_next_frame(model):
     b = on_policy(model, make_batch(1, 1))
     vs = forward_and_targets(model, b, HYPER).vtrace.vs
     nxt = stack_frames(b.frames, b.first)[1, 0]  # stack of frames[1:5]
-    expected = 0.5 * float(b.rewards[0, 0]) + 0.9 * value_of(model, nxt)
+    expected = 0.5 * float(b.rewards[0, 0]) + 0.9 * value_of(model, nxt, int(b.actions[0, 0]))
     assert float(vs[0, 0]) == pytest.approx(expected, rel=1e-5, abs=1e-5)
 
 
@@ -115,3 +126,24 @@ def test_step_learns_a_fixed_batch(model):
     assert float(stats.baseline_loss) < 0.5 * first
     assert stats.priorities.shape == (2,) and bool((stats.priorities >= 0).all())
     assert torch.isfinite(stats.grad_norm)
+
+
+def test_previous_actions_shift_actions_and_mark_episode_starts():
+    b = make_batch(3, 2, terminated=torch.tensor([[False, False], [True, False], [False, False]]))
+    b = b._replace(
+        actions=torch.tensor([[1, 2], [3, 4], [0, 1]]),
+        last_actions=torch.tensor([A, 4]),
+        first=b.first.index_fill(1, torch.tensor([1]), False),  # sequence 1: mid-episode at 0
+    )
+    prev = previous_actions(b, A)  # [T+1, N]
+    assert prev[:, 0].tolist() == [A, 1, A, 0]  # step 2 follows the episode end at step 1
+    assert prev[:, 1].tolist() == [4, 2, 4, 1]
+
+
+def test_the_previous_action_changes_the_targets(model):
+    b = on_policy(model, make_batch(3, 1, seed=4))
+    other = b._replace(actions=(b.actions + 1) % A)
+    v1 = forward_and_targets(model, b, HYPER).values
+    v2 = forward_and_targets(model, other, HYPER).values
+    torch.testing.assert_close(v1[0], v2[0])  # step 0 starts the episode: no previous action
+    assert not torch.allclose(v1[1:], v2[1:])

@@ -102,10 +102,12 @@ def test_upscale_is_nearest_neighbour():
 def test_play_episode_sees_training_stacks_and_reports_length_plus_one_screens():
     env = FrameEnv(EnvSpec(level=CORRIDOR))
     seen: list[torch.Tensor] = []
+    lasts: list[int] = []
 
-    def policy(obs: torch.Tensor) -> int:
+    def policy(obs: torch.Tensor, last_action: int) -> int:
         seen.append(obs.clone())
-        return 1
+        lasts.append(last_action)
+        return len(seen) % 2  # alternate, so each step's previous action is known
 
     screens: list[np.ndarray] = []
     ep = evaluation.play_episode(
@@ -114,6 +116,8 @@ def test_play_episode_sees_training_stacks_and_reports_length_plus_one_screens()
     assert ep.length == len(seen) and len(screens) == ep.length + 1
     assert (seen[0][0, :3] == 0).all() and seen[0][0, 3].any()  # only the reset frame
     assert screens[0].shape == (84, 84, 3) and screens[0].dtype == np.uint8
+    # the previous action: none (= num_actions) at the first step, then what the policy chose
+    assert lasts == [env.num_actions] + [i % 2 for i in range(1, ep.length)]
 
 
 # ---- the script, in process (a small Gymnasium env) ---------------------------------------------

@@ -1,0 +1,50 @@
+"""Resuming from a checkpoint: the network it holds must be the one the config describes."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from common.metrics import LearnerMetrics
+from common.model import ActorCritic
+from learner import checkpoint
+from learner.config import LearnerConfig
+from learner.main import TrainLoop
+from tests.procs import free_port
+
+
+def save_without_last_action(run_dir, version: int) -> None:
+    """A checkpoint as written before the previous action was an input: no such spec key."""
+    spec = LearnerConfig(last_action=False).model_spec()
+    model = ActorCritic(spec)
+    state = {
+        "model": model.state_dict(),
+        "optimizer": torch.optim.Adam(model.parameters()).state_dict(),
+        "policy_version": version,
+        "env_frames": 4096,
+        "agent_steps": 1024,
+        "model_spec": {k: v for k, v in spec.to_wire().items() if k != "last_action"},
+        "config": {},
+        "saved_at": 0.0,
+    }
+    checkpoint.save(run_dir / "checkpoints", state, version)
+
+
+def loop(run_dir, **kw) -> TrainLoop:
+    cfg = LearnerConfig(run_dir=str(run_dir), port=free_port(2), device="cpu", **kw)
+    return TrainLoop(cfg, LearnerMetrics())
+
+
+def test_a_checkpoint_of_another_network_is_refused_with_the_flag_to_change(tmp_path):
+    save_without_last_action(tmp_path / "a", 12)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    with pytest.raises(SystemExit, match=r"last_action.*False.*--\[no-\]last-action"):
+        loop(tmp_path / "a")
+    resumed = loop(tmp_path / "b", last_action=False)
+    try:
+        assert resumed.learner.updates == 12 and resumed.env_frames == 4096
+        assert resumed.model.last_action is None
+    finally:
+        resumed.close()
