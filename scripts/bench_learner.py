@@ -36,10 +36,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from common import status  # noqa: E402
+from common import status, wire  # noqa: E402
 from learner.batching import collate  # noqa: E402
 from learner.config import LearnerConfig  # noqa: E402
-from learner.ingest import HostChunk  # noqa: E402
+from learner.ingest import HostChunk, to_host  # noqa: E402
 from learner.main import build_training, resolve_device  # noqa: E402
 from scripts.bench_pipeline import _free_port, _sender  # noqa: E402
 
@@ -49,31 +49,24 @@ FRAME_SKIP = 4
 def synthetic_chunk(
     rng: np.random.Generator, unroll: int, num_envs: int, pin: bool, num_actions: int = 7
 ) -> HostChunk:
-    """A chunk shaped like an actor's: episode starts and ends sprinkled in, no truncations."""
+    """A chunk shaped like an actor's (episode starts and ends sprinkled in, no truncations),
+    validated by the wire format and converted by the learner's own `to_host`."""
     T, K = unroll, num_envs
-    frames = rng.integers(0, 256, (T + 4, K, 84, 84), dtype=np.uint8)
     first = rng.random((T + 4, K)) < 0.01
-    terminated = np.zeros((T, K), bool)
-    terminated[first[4:]] = True  # an episode ends where the next one starts
-    tensors = [
-        torch.from_numpy(a)
-        for a in (
-            frames,
-            first,
-            rng.integers(0, num_actions, (T, K), dtype=np.uint8),
-            rng.normal(0, 1, (T, K)).astype(np.float32),
-            terminated,
-            np.zeros((T, K), bool),
-            rng.normal(0, 1, (T, K, num_actions)).astype(np.float32),
-            np.zeros((0, 84, 84), np.uint8),
-            np.zeros((0, 2), np.int32),
-            np.where(first[3], num_actions, rng.integers(0, num_actions, K)).astype(np.uint8),
-        )
-    ]
-    if pin:
-        tensors = [t.pin_memory() for t in tensors]
-    return HostChunk(*tensors, policy_version=0, send_time=time.time(), frame_skip=FRAME_SKIP,
-                     payload_bytes=sum(t.numel() * t.element_size() for t in tensors))  # fmt: skip
+    chunk = wire.Chunk(
+        actor_id=0, instance_id="bench", seq=0, level="1-1", policy_version=0,
+        send_time=time.time(), episodes=(),
+        frames=rng.integers(0, 256, (T + 4, K, 84, 84), dtype=np.uint8),
+        first=first,
+        actions=rng.integers(0, num_actions, (T, K), dtype=np.uint8),
+        rewards=rng.normal(0, 1, (T, K)).astype(np.float32),
+        terminated=first[4:].copy(),  # an episode ends where the next one starts
+        truncated=np.zeros((T, K), bool),
+        logits=rng.normal(0, 1, (T, K, num_actions)).astype(np.float32),
+        final_frames=np.zeros((0, 84, 84), np.uint8), final_index=np.zeros((0, 2), np.int32),
+        last_actions=np.where(first[3], num_actions, rng.integers(0, num_actions, K)).astype(np.uint8),
+    )  # fmt: skip
+    return to_host(chunk, FRAME_SKIP, pin)
 
 
 def _sync(device: torch.device) -> None:
@@ -93,13 +86,16 @@ def time_updates(
         for _ in range(2 * cfg.batch_chunks)
     ]
 
-    def one(i: int) -> None:
+    def one(i: int) -> int:
+        """One update; the sequences it trained on."""
         chunks = [pool[(i + j) % len(pool)] for j in range(cfg.batch_chunks)]
         batch = collate(chunks, device)
         mixed = mixer.mix(batch, learner.updates) if mixer is not None else None
-        stats = learner.step(mixed.batch if mixed is not None else batch)
+        batch = mixed.batch if mixed is not None else batch
+        stats = learner.step(batch)
         if mixed is not None:
             mixer.after_update(mixed, stats.priorities)
+        return batch.num_sequences
 
     fresh = cfg.batch_chunks * num_envs
     warm = 5 + (cfg.replay_min_size // fresh + 1 if mixer is not None else 0)
@@ -112,14 +108,14 @@ def time_updates(
     for _ in range(repeats):
         t0 = time.perf_counter()
         for i in range(iters):
-            one(i)
+            sequences = one(i)
         _sync(device)
         times.append((time.perf_counter() - t0) / iters)
     sec = statistics.median(times)
     out = {
         "ms_per_update": round(sec * 1e3, 3),
         "updates_per_s": round(1 / sec, 1),
-        "sequences_per_update": fresh + (round(fresh * cfg.replay_fraction / (1 - cfg.replay_fraction)) if mixer else 0),
+        "sequences_per_update": sequences,  # of the last timed update
         "fresh_env_frames_per_s": round(fresh * cfg.unroll_length * FRAME_SKIP / sec),
     }  # fmt: skip
     if mixer is not None:
