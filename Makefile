@@ -107,12 +107,14 @@ FORCE ?= 0
 TARGETS ?= runs/targets/actors.json
 DOWN_TIMEOUT_S ?= 180
 SUPERVISOR_CONF := deploy/supervisord/mario-impala.conf
+# as make actors does: with an actor on every core, lane threads add no CPU (ACTOR_ARGS overrides)
+UP_LANES = $(shell [ "$(N)" -ge "$$(nproc)" ] && echo --lanes 1)
 SUPERVISOR_ENV = MARIO_PYTHON=$(abspath $(PY)) MARIO_RUN=$(abspath $(RUN)) MARIO_HOST=$(HOST) \
 	MARIO_PORT=$(PORT) MARIO_DEVICE=$(DEVICE) MARIO_METRICS_HOST=$(METRICS_HOST) \
 	MARIO_LEARNER_METRICS_PORT=$(LEARNER_METRICS_PORT) MARIO_LEARNER_AUTOSTART=$(LEARNER_AUTOSTART) \
 	MARIO_LEARNER_ARGS='$(LEARNER_ARGS)' MARIO_N=$(N) MARIO_FIRST_ACTOR=$(FIRST_ACTOR) \
 	MARIO_LEARNER=$(LEARNER) MARIO_ACTOR_METRICS_BASE=$(ACTOR_METRICS_BASE) \
-	MARIO_ACTOR_ARGS='--level $(LEVEL) $(ACTOR_ARGS)' MARIO_KEYS=$(if $(KEYS),$(abspath $(KEYS)))
+	MARIO_ACTOR_ARGS='--level $(LEVEL) $(UP_LANES) $(ACTOR_ARGS)' MARIO_KEYS=$(if $(KEYS),$(abspath $(KEYS)))
 SUPERVISORCTL = $(SUPERVISOR_ENV) $(VENV)/bin/supervisorctl -c $(SUPERVISOR_CONF)
 
 .PHONY: up status down keys

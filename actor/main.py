@@ -20,7 +20,7 @@ from actor.rollout import ChunkArrays, Lane, sample_from_logits, split_lanes
 from common import config as config_io
 from common import wire
 from common.env import EnvBuildError, build_envs
-from common.metrics import ActorMetrics, EvalMetrics, RateWindow, serve
+from common.metrics import ActorMetrics, EvalMetrics, MetricsPortError, RateWindow, serve
 from common.model import ActorCritic
 
 log = logging.getLogger("actor")
@@ -177,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(cfg.torch_threads)
     metrics = EvalMetrics() if cfg.eval else ActorMetrics()
     if cfg.metrics_port:
-        serve(metrics.registry, cfg.metrics_host, cfg.metrics_port)
+        try:
+            serve(metrics.registry, cfg.metrics_host, cfg.metrics_port)
+        except MetricsPortError as exc:
+            log.error("%s", exc)
+            return 1
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
     try:
         actor = EvalRunner(cfg, metrics, uuid.uuid4().hex) if cfg.eval else Actor(cfg, metrics)

@@ -354,9 +354,22 @@ class MetricsServer:
         self.close()
 
 
+class MetricsPortError(RuntimeError):
+    """The /metrics server cannot listen on its address."""
+
+
 def serve(registry: CollectorRegistry, host: str, port: int) -> MetricsServer:
-    """Serve `registry` over HTTP at http://host:port/metrics from a daemon thread."""
-    server, thread = start_http_server(port, addr=host, registry=registry)
+    """Serve `registry` over HTTP at http://host:port/metrics from a daemon thread.
+
+    MetricsPortError, saying which flag to change, when the address cannot be bound.
+    """
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise MetricsPortError(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; pass another "
+            "--metrics-port (0 turns metrics off) or --metrics-host, or stop the process using it"
+        ) from None
     return MetricsServer(server, thread, host, server.server_port)
 
 

@@ -41,6 +41,11 @@ def lock_run_dir(run_dir: Path) -> int:
     return fd
 
 
+def unlock_run_dir(fd: int) -> None:
+    """Give the run directory back (closing the descriptor drops its lock)."""
+    os.close(fd)
+
+
 def _atomic_write(path: Path, write) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "wb") as f:

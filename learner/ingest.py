@@ -100,6 +100,10 @@ def to_host(chunk: wire.Chunk, frame_skip: int, pin: bool) -> HostChunk:
     )
 
 
+class BindError(RuntimeError):
+    """The learner's sockets cannot bind their address."""
+
+
 class Ingest:
     def __init__(
         self,
@@ -124,8 +128,19 @@ class Ingest:
                 socket_options(sock)
         self.router.setsockopt(zmq.ROUTER_MANDATORY, 0)
         self.pub.setsockopt(zmq.SNDHWM, 8)
-        self.router.bind(f"tcp://{host}:{port}")
-        self.pub.bind(f"tcp://{host}:{port + 1}")
+        for sock, address, role in (
+            (self.router, f"tcp://{host}:{port}", "chunks, PORT"),
+            (self.pub, f"tcp://{host}:{port + 1}", "weights, PORT+1"),
+        ):
+            try:
+                sock.bind(address)
+            except zmq.ZMQError as exc:
+                self.router.close(linger=0)
+                self.pub.close(linger=0)
+                raise BindError(
+                    f"cannot bind {address} ({role}): {zmq.strerror(exc.errno)}; pass another --port "
+                    "(the learner binds PORT and PORT+1) or --host, or stop the process using it"
+                ) from None
         self.actors: dict[bytes, ActorInfo] = {}
         self.queue: deque[HostChunk] = deque()
         self.cond = threading.Condition()

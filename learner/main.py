@@ -17,12 +17,12 @@ import zmq
 from common import config as config_io
 from common import curve, status, wire
 from common.gpu import GpuCollector
-from common.metrics import LearnerMetrics, RateWindow, serve
+from common.metrics import LearnerMetrics, MetricsPortError, RateWindow, serve
 from common.model import ActorCritic, ModelSpec
 from learner import checkpoint
 from learner.batching import collate
 from learner.config import LearnerConfig
-from learner.ingest import Ingest, IngestSettings
+from learner.ingest import BindError, Ingest, IngestSettings
 from learner.mixing import ReplayMixer
 from learner.replay import ReplayCapacityError
 from learner.update import Hyper, Learner
@@ -113,50 +113,57 @@ class TrainLoop:
             torch.backends.cudnn.allow_tf32 = True
         self.run_dir = Path(cfg.run_dir)
         self._lock_fd = checkpoint.lock_run_dir(self.run_dir)
-        config_io.write_resolved(cfg, self.run_dir / "config.json")
-        torch.manual_seed(cfg.seed)
-        self.model_spec = cfg.model_spec()
-        self.learner, self.mixer = build_training(cfg, self.device)
-        self.model = self.learner.model
-        if self.mixer is not None:
-            metrics.replay_capacity.set(cfg.replay_capacity)
-        self.env_frames = 0
-        self.agent_steps = 0
-        self._resume()
-        metrics.set_build_info(str(self.device))
-        metrics.policy_version.set(self.learner.updates)
-        settings = IngestSettings(
-            run_id=cfg.run_id,
-            env_spec={"action_set": cfg.action_set, "frame_size": cfg.frame_size},
-            model_spec=self.model_spec.to_wire(),
-            unroll_length=cfg.unroll_length,
-            credits_per_actor=cfg.credits_per_actor,
-            queue_chunks=cfg.queue_chunks,
-            max_policy_lag=cfg.max_policy_lag,
-            heartbeat_interval_s=cfg.heartbeat_interval_s,
-            actor_timeout_s=cfg.actor_timeout_s,
-            pin_memory=self.device.type == "cuda",
-        )
-        context = zmq.Context.instance()
-        self.curve = curve.CurveServer.start(cfg.curve_dir, context) if cfg.curve_dir else None
-        if self.curve:
-            log.info("CURVE on: %d authorised actor keys", self.curve.authorized_keys)
-        self.ingest = Ingest(
-            settings,
-            metrics,
-            lambda: self.learner.updates,
-            host=cfg.host,
-            port=cfg.port,
-            context=context,
-            socket_options=self.curve.socket_options if self.curve else None,
-        )
-        self.publisher = Publisher(
-            self.ingest, self.model_spec.to_wire(), cfg.weights_dtype, metrics
-        )
-        self.rate = RateWindow(30.0)
-        self.replay_rate = RateWindow(30.0)
-        self._skipped_reported = 0
-        self._status_before: dict[str, float] = {}
+        self.curve: curve.CurveServer | None = None
+        try:
+            config_io.write_resolved(cfg, self.run_dir / "config.json")
+            torch.manual_seed(cfg.seed)
+            self.model_spec = cfg.model_spec()
+            self.learner, self.mixer = build_training(cfg, self.device)
+            self.model = self.learner.model
+            if self.mixer is not None:
+                metrics.replay_capacity.set(cfg.replay_capacity)
+            self.env_frames = 0
+            self.agent_steps = 0
+            self._resume()
+            metrics.set_build_info(str(self.device))
+            metrics.policy_version.set(self.learner.updates)
+            settings = IngestSettings(
+                run_id=cfg.run_id,
+                env_spec={"action_set": cfg.action_set, "frame_size": cfg.frame_size},
+                model_spec=self.model_spec.to_wire(),
+                unroll_length=cfg.unroll_length,
+                credits_per_actor=cfg.credits_per_actor,
+                queue_chunks=cfg.queue_chunks,
+                max_policy_lag=cfg.max_policy_lag,
+                heartbeat_interval_s=cfg.heartbeat_interval_s,
+                actor_timeout_s=cfg.actor_timeout_s,
+                pin_memory=self.device.type == "cuda",
+            )
+            context = zmq.Context.instance()
+            if cfg.curve_dir:
+                self.curve = curve.CurveServer.start(cfg.curve_dir, context)
+                log.info("CURVE on: %d authorised actor keys", self.curve.authorized_keys)
+            self.ingest = Ingest(
+                settings,
+                metrics,
+                lambda: self.learner.updates,
+                host=cfg.host,
+                port=cfg.port,
+                context=context,
+                socket_options=self.curve.socket_options if self.curve else None,
+            )
+            self.publisher = Publisher(
+                self.ingest, self.model_spec.to_wire(), cfg.weights_dtype, metrics
+            )
+            self.rate = RateWindow(30.0)
+            self.replay_rate = RateWindow(30.0)
+            self._skipped_reported = 0
+            self._status_before: dict[str, float] = {}
+        except BaseException:  # a refused checkpoint, a port in use: free what was taken
+            if self.curve:
+                self.curve.stop()
+            checkpoint.unlock_run_dir(self._lock_fd)
+            raise
 
     # ---- checkpoints ------------------------------------------------------------------------
 
@@ -345,6 +352,7 @@ class TrainLoop:
         self.ingest.stop()
         if self.curve:
             self.curve.stop()
+        checkpoint.unlock_run_dir(self._lock_fd)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = LearnerMetrics()
     try:
         loop = TrainLoop(cfg, metrics)
-    except (checkpoint.RunDirBusy, ReplayCapacityError) as exc:
+    except (checkpoint.RunDirBusy, ReplayCapacityError, BindError) as exc:
         log.error("%s", exc)
         return 1
     if loop.device.type == "cuda":
@@ -364,9 +372,16 @@ def main(argv: list[str] | None = None) -> int:
             metrics.registry.register(gpu)
     else:
         log.info("GPU metrics off: the learner runs on %s", loop.device)
-    server = (
-        serve(metrics.registry, cfg.metrics_host, cfg.metrics_port) if cfg.metrics_port else None
-    )
+    try:
+        server = (
+            serve(metrics.registry, cfg.metrics_host, cfg.metrics_port)
+            if cfg.metrics_port
+            else None
+        )
+    except MetricsPortError as exc:
+        loop.close()
+        log.error("%s", exc)
+        return 1
     if server:
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, server.port)
     signal.signal(signal.SIGTERM, loop.stop)

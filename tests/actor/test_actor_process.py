@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -52,6 +53,17 @@ def test_env_build_failure_exits_nonzero_with_a_clear_message():
     assert (
         "could not build env 0 for level 'tests.fakes:FlakyBuild-v0' after 2 attempts" in r.stderr
     )
+
+
+def test_a_metrics_port_in_use_is_refused_with_the_flag_to_change():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = run_actor("--metrics-port", str(port), "--num-envs", "1")
+    assert r.returncode == 1, r.stderr
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in r.stderr
+    assert "pass another --metrics-port" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_hung_env_build_exits_instead_of_hanging():

@@ -1,0 +1,81 @@
+"""Starting a learner where something is already taken: a clear error naming the flag to change,
+exit status 1, no traceback, and the run directory free again for the next start."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from common.metrics import LearnerMetrics
+from learner.config import LearnerConfig
+from learner.ingest import BindError
+from learner.main import TrainLoop
+from tests.procs import ROOT, free_port
+
+pytestmark = pytest.mark.integration
+
+
+@contextmanager
+def listening(port: int) -> Iterator[None]:
+    """Another program holding 127.0.0.1:port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        yield
+
+
+def run_learner(run_dir, port: int, metrics_port: int) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "learner", "--run-dir", str(run_dir), "--device", "cpu"]
+    argv += ["--port", str(port), "--metrics-port", str(metrics_port)]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def loop(run_dir, port: int) -> TrainLoop:
+    cfg = LearnerConfig(run_dir=str(run_dir), port=port, device="cpu")
+    return TrainLoop(cfg, LearnerMetrics())
+
+
+@pytest.mark.parametrize(
+    ("taken", "message"),
+    [
+        (0, r"cannot bind tcp://127\.0\.0\.1:\d+ \(chunks, PORT\): .*pass another --port"),
+        (1, r"cannot bind tcp://127\.0\.0\.1:\d+ \(weights, PORT\+1\): .*pass another --port"),
+        (2, r"cannot serve metrics on 127\.0\.0\.1:\d+: .*pass another --metrics-port"),
+    ],
+    ids=["chunk-port", "weights-port", "metrics-port"],
+)
+def test_a_port_in_use_is_refused_with_the_flag_to_change(tmp_path, taken: int, message: str):
+    base = free_port(3)  # PORT, PORT+1 for the learner's sockets, PORT+2 for /metrics
+    with listening(base + taken):
+        r = run_learner(tmp_path / "run", base, base + 2)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert re.search(message, r.stderr), r.stderr
+    # the refused learner left the run directory free
+    ok = loop(tmp_path / "run", free_port(2))
+    ok.close()
+
+
+def test_a_run_dir_held_by_another_learner_is_refused(tmp_path):
+    holder = loop(tmp_path / "run", free_port(2))
+    try:
+        r = run_learner(tmp_path / "run", free_port(2), 0)
+    finally:
+        holder.close()
+    assert r.returncode == 1, r.stderr
+    assert "is in use by another learner" in r.stderr and "--run-dir" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_loop_that_cannot_bind_frees_the_run_dir_in_process(tmp_path):
+    port = free_port(2)
+    with listening(port + 1), pytest.raises(BindError, match=r"\(weights, PORT\+1\)"):
+        loop(tmp_path / "run", port)
+    again = loop(tmp_path / "run", free_port(2))  # would raise RunDirBusy if the lock leaked
+    again.close()
