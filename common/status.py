@@ -7,7 +7,9 @@ so both show exactly the numbers Prometheus and Grafana see. Samples are flatten
 
 from __future__ import annotations
 
+import time
 import urllib.request
+from collections import deque
 from collections.abc import Iterable
 
 from prometheus_client.metrics_core import Metric
@@ -37,14 +39,14 @@ def _sum(samples: dict[str, float], name: str) -> float:
     return sum(v for k, v in samples.items() if k == name or k.startswith(name + "{"))
 
 
-def status_line(now: dict[str, float], before: dict[str, float]) -> str:
+def status_line(now: dict[str, float], before: dict[str, float], window_s: float) -> str:
     """Steps/s, updates, policy version, actors, and the mean return and max x of the episodes
-    that ended between the samples `before` and `now`."""
+    that ended between the samples `before` and `now`, taken `window_s` seconds apart."""
+    episodes = _sum(now, "mario_episode_return_count") - _sum(before, "mario_episode_return_count")
 
     def delta_mean(name: str) -> str:
-        count = _sum(now, name + "_count") - _sum(before, name + "_count")
         total = _sum(now, name + "_sum") - _sum(before, name + "_sum")
-        return f"{total / count:7.1f}" if count > 0 else "      -"
+        return f"{total / episodes:7.1f}" if episodes > 0 else "      -"
 
     return (
         f"{now.get('mario_learner_agent_steps_per_second', 0):7.0f} steps/s | "
@@ -52,5 +54,31 @@ def status_line(now: dict[str, float], before: dict[str, float]) -> str:
         f"policy v{now.get('mario_policy_version', 0):.0f} | "
         f"actors {now.get('mario_actors_connected', 0):.0f} | "
         f"return {delta_mean('mario_episode_return')} | "
-        f"max x {delta_mean('mario_episode_max_x')}"
+        f"max x {delta_mean('mario_episode_max_x')} | "
+        f"{episodes:.0f} episodes in {window_s:.0f} s"
     )
+
+
+class StatusWindow:
+    """The status line with its episode means over the last `window_s` seconds.
+
+    A line every few seconds would otherwise average the handful of episodes that ended since the
+    previous one. Until `window_s` has passed, the means cover everything since construction.
+    """
+
+    def __init__(self, window_s: float = 60.0, *, start: float | None = None):
+        if window_s <= 0:
+            raise ValueError(f"window_s must be > 0, got {window_s}")
+        self.window_s = window_s
+        t0 = time.monotonic() if start is None else start
+        self._samples: deque[tuple[float, dict[str, float]]] = deque([(t0, {})])
+
+    def line(self, now: dict[str, float], t: float | None = None) -> str:
+        """The status line for the sample `now`, taken at monotonic time `t`."""
+        t = time.monotonic() if t is None else t
+        # keep exactly one sample at least window_s old: the start of the window
+        while len(self._samples) > 1 and t - self._samples[1][0] >= self.window_s:
+            self._samples.popleft()
+        t_before, before = self._samples[0]
+        self._samples.append((t, now))
+        return status_line(now, before, t - t_before)

@@ -158,7 +158,7 @@ class TrainLoop:
             self.rate = RateWindow(30.0)
             self.replay_rate = RateWindow(30.0)
             self._skipped_reported = 0
-            self._status_before: dict[str, float] = {}
+            self._status_window = status.StatusWindow()
         except BaseException:  # a refused checkpoint, a port in use: free what was taken
             if self.curve:
                 self.curve.stop()
@@ -287,7 +287,7 @@ class TrainLoop:
                 self.save_checkpoint()
                 last_ckpt = mono
             if cfg.status_interval_s and mono - last_status >= cfg.status_interval_s:
-                self._status()
+                self._print_status()
                 last_status = mono
         return 0
 
@@ -338,11 +338,10 @@ class TrainLoop:
         with open(self.run_dir / "metrics.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
 
-    def _status(self) -> None:
+    def _print_status(self) -> None:
         now = status.flatten(self.metrics.registry.collect())
-        sys.stderr.write("\r" + status.status_line(now, self._status_before) + "   ")
+        sys.stderr.write("\r" + self._status_window.line(now) + "   ")
         sys.stderr.flush()
-        self._status_before = now
 
     def stop(self, *_: object) -> None:
         self.stopping.set()

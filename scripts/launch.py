@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.status import scrape, status_line  # noqa: E402
+from common.status import StatusWindow, scrape  # noqa: E402
 
 PY = sys.executable
 
@@ -87,7 +87,7 @@ def supervise(procs: list[Proc], args: argparse.Namespace, learner: Proc | None)
     for p in procs:
         p.start()
     url = f"http://127.0.0.1:{args.learner_metrics_port}/metrics" if learner else None
-    before: dict[str, float] = {}
+    window = StatusWindow()
     last_status = time.monotonic()
     code = 0
     while not stopping:
@@ -124,9 +124,8 @@ def supervise(procs: list[Proc], args: argparse.Namespace, learner: Proc | None)
         if url and time.monotonic() - last_status >= args.status_interval_s:
             now = scrape(url)
             if now:
-                sys.stderr.write("\r" + status_line(now, before) + "  ")
+                sys.stderr.write("\r" + window.line(now) + "  ")
                 sys.stderr.flush()
-                before = now
             last_status = time.monotonic()
     print("\nstopping...", file=sys.stderr)
     for p in procs:
