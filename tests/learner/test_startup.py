@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,7 +14,8 @@ from common.metrics import LearnerMetrics
 from learner.config import LearnerConfig
 from learner.ingest import BindError
 from learner.main import TrainLoop
-from tests.procs import ROOT, free_port
+from tests import procs
+from tests.procs import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -30,10 +29,13 @@ def listening(port: int) -> Iterator[None]:
         yield
 
 
-def run_learner(run_dir, port: int, metrics_port: int) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "learner", "--run-dir", str(run_dir), "--device", "cpu"]
-    argv += ["--port", str(port), "--metrics-port", str(metrics_port)]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+def run_learner(run_dir, port: int, metrics_port: int) -> tuple[int, str]:
+    """Exit status and output of a learner process expected to refuse to start."""
+    proc = procs.learner(run_dir, port, metrics_port)
+    try:
+        return proc.popen.wait(120), proc.output()
+    finally:
+        proc.stop()
 
 
 def loop(run_dir, port: int) -> TrainLoop:
@@ -53,10 +55,10 @@ def loop(run_dir, port: int) -> TrainLoop:
 def test_a_port_in_use_is_refused_with_the_flag_to_change(tmp_path, taken: int, message: str):
     base = free_port(3)  # PORT, PORT+1 for the learner's sockets, PORT+2 for /metrics
     with listening(base + taken):
-        r = run_learner(tmp_path / "run", base, base + 2)
-    assert r.returncode == 1, r.stderr
-    assert "Traceback" not in r.stderr
-    assert re.search(message, r.stderr), r.stderr
+        code, out = run_learner(tmp_path / "run", base, base + 2)
+    assert code == 1, out
+    assert "Traceback" not in out
+    assert re.search(message, out), out
     # the refused learner left the run directory free
     ok = loop(tmp_path / "run", free_port(2))
     ok.close()
@@ -65,12 +67,12 @@ def test_a_port_in_use_is_refused_with_the_flag_to_change(tmp_path, taken: int, 
 def test_a_run_dir_held_by_another_learner_is_refused(tmp_path):
     holder = loop(tmp_path / "run", free_port(2))
     try:
-        r = run_learner(tmp_path / "run", free_port(2), 0)
+        code, out = run_learner(tmp_path / "run", free_port(2), 0)
     finally:
         holder.close()
-    assert r.returncode == 1, r.stderr
-    assert "is in use by another learner" in r.stderr and "--run-dir" in r.stderr
-    assert "Traceback" not in r.stderr
+    assert code == 1, out
+    assert "is in use by another learner" in out and "--run-dir" in out
+    assert "Traceback" not in out
 
 
 def test_a_loop_that_cannot_bind_frees_the_run_dir_in_process(tmp_path):
