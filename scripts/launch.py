@@ -55,7 +55,7 @@ def actor_argv(i: int, args: argparse.Namespace, extra: list[str]) -> list[str]:
     argv = [PY, "-m", "actor", "--actor-id", str(i), "--learner", args.learner]
     if args.metrics_base_port:
         argv += ["--metrics-port", str(args.metrics_base_port + i)]
-    if args.n >= (os.cpu_count() or 1):
+    if args.n >= (os.process_cpu_count() or 1):
         # every core already has an actor: lane threads add no CPU, and one lane batches
         # inference twice as wide (docs/PERFORMANCE.md); flags after -- still override this
         argv += ["--lanes", "1"]
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         help="train: also run one greedy eval actor (videos in RUN/eval)",
     )
     parser.add_argument(
-        "--n", type=int, default=max(1, (os.cpu_count() or 2) - 1), help="actor processes"
+        "--n", type=int, default=max(1, (os.process_cpu_count() or 2) - 1), help="actor processes"
     )
     parser.add_argument(
         "--learner", default="127.0.0.1:5555", help="learner HOST:PORT for the actors"

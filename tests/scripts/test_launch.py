@@ -29,19 +29,19 @@ def lanes(argv: list[str]) -> str | None:
 
 
 def test_actors_filling_every_core_get_one_lane():
-    cores = os.cpu_count() or 1
+    cores = os.process_cpu_count() or 1
     assert lanes(argv_for(cores, [])) == "1"
     assert lanes(argv_for(cores + 3, ["--level", "1-2"])) == "1"
 
 
 def test_actors_with_a_core_to_spare_keep_the_default():
-    cores = os.cpu_count() or 1
+    cores = os.process_cpu_count() or 1
     if cores > 1:
         assert lanes(argv_for(cores - 1, [])) is None
 
 
 def test_flags_after_double_dash_override_the_choice():
-    cores = os.cpu_count() or 1
+    cores = os.process_cpu_count() or 1
     argv = argv_for(cores, ["--lanes", "2"])
     assert lanes(argv) == "2"
     assert argv.index("--metrics-port") < argv.index("--lanes")
