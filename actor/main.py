@@ -16,7 +16,7 @@ import torch
 from actor.config import ActorConfig
 from actor.eval_runner import EvalRunner
 from actor.link import FatalRefusal, link_for, load_weights
-from actor.rollout import ChunkArrays, Lane, sample_from_logits, split_lanes
+from actor.rollout import ChunkArrays, Lane, infer_and_act, split_lanes
 from common import config as config_io
 from common import wire
 from common.env import EnvBuildError, build_envs
@@ -103,10 +103,7 @@ class Actor:
 
     def _infer(self, lane: Lane) -> None:
         start = time.perf_counter()
-        with torch.inference_mode():
-            logits = self.model(lane.observe(), lane.last_action()).logits.numpy()  # [K, A]
-        actions = sample_from_logits(logits, self.rng)
-        lane.act(actions, logits, max(self.link.policy_version, 0))
+        infer_and_act(self.model, lane, self.rng, max(self.link.policy_version, 0))
         self.metrics.inference_seconds.inc(time.perf_counter() - start)
 
     def _step(self, lane: Lane) -> int:

@@ -161,6 +161,16 @@ def split_lanes(
     return [Lane(g, unroll_length, num_actions) for g in groups]
 
 
+def infer_and_act(
+    model: torch.nn.Module, lane: Lane, rng: np.random.Generator, policy_version: int
+) -> None:
+    """The behaviour policy's turn for one lane: its stacks and previous actions through the
+    model, actions sampled from the logits, and exactly those logits recorded with them."""
+    with torch.inference_mode():
+        logits = model(lane.observe(), lane.last_action()).logits.numpy()  # [K, A]
+    lane.act(sample_from_logits(logits, rng), logits, policy_version)
+
+
 def sample_from_logits(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Actions [B] int64 drawn from softmax(logits [B, A]) by the Gumbel-max trick: one numpy
     draw and an argmax, far fewer calls than softmax + multinomial on the actor's hot path."""

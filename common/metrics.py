@@ -167,6 +167,17 @@ class LearnerMetrics:
             "mario_learner_grad_norm", "Last update's gradient norm, before clipping."
         )
         self.entropy: Gauge = gauge("mario_learner_entropy", "Last update's mean entropy (nats).")
+        self.sgd_steps: Counter = counter(
+            "mario_learner_sgd_steps", "Optimizer steps (epochs x minibatches per update)."
+        )
+        self.clip_fraction: Gauge = gauge(
+            "mario_learner_clip_fraction",
+            "Last update's share of steps whose PPO surrogate was clipped (0 when off).",
+        )
+        self.value_scale: Gauge = gauge(
+            "mario_learner_value_scale",
+            "PopArt's running sigma of the value targets (1 when PopArt is off).",
+        )
 
         # --- episodes, as reported by the actors ---
         self.episode_return: Histogram = histogram(

@@ -154,6 +154,13 @@ class ActorCritic(nn.Module):
     ) -> PolicyOutput:
         """frames: [B, S, H, W] uint8 (or float already in [0, 1]); last_action: [B] int64 in
         [0, A], A = none; None means none for every row. Ignored by a spec without it."""
+        h = self.features(frames, last_action)  # [B, F]
+        return PolicyOutput(self.policy(h), self.value(h).squeeze(-1))
+
+    def features(
+        self, frames: torch.Tensor, last_action: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The trunk's output [B, F] that both heads read (arguments as in `forward`)."""
         if frames.dtype == torch.uint8:
             x = frames.float() * (1.0 / 255.0)
         else:
@@ -165,5 +172,4 @@ class ActorCritic(nn.Module):
                     (x.shape[0],), self.spec.num_actions, dtype=torch.long, device=x.device
                 )
             extra = self.last_action(last_action)  # [B, F]
-        h = self.trunk(x, extra)  # [B, F]
-        return PolicyOutput(self.policy(h), self.value(h).squeeze(-1))
+        return self.trunk(x, extra)  # [B, F]

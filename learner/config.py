@@ -53,6 +53,14 @@ class LearnerConfig:
     max_grad_norm: float = _f(40.0, "clip the global gradient norm to this")
     clip_rho_threshold: float = _f(1.0, "V-trace rho-bar")
     clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar for the policy-gradient advantage")
+    epochs: int = _f(1, "passes over each batch (sample reuse; the surrogate keeps it safe)")
+    minibatches: int = _f(1, "optimizer steps per pass, each on a share of whole sequences")
+    ppo_clip: float = _f(
+        0.0, "clip pi/mu to [1/(1+c), 1+c] in a PPO surrogate on V-trace advantages (APPO); 0 = off"
+    )
+    normalize_advantages: bool = _f(False, "advantages to zero mean, unit std per minibatch")
+    popart: bool = _f(False, "normalise value targets with PopArt, preserving the head's outputs")
+    popart_beta: float = _f(3e-4, "PopArt's step size for the targets' running moments")
     replay_capacity: int = _f(
         2048, "prioritized replay size in sequences (chunk envs), on the device; 0 = off"
     )
@@ -110,6 +118,8 @@ class LearnerConfig:
             )
         out += curve.learner_problems(self.curve_dir)
         positive_ints = (
+            "epochs",
+            "minibatches",
             "unroll_length",
             "batch_chunks",
             "queue_chunks",
@@ -157,6 +167,15 @@ class LearnerConfig:
         if self.replay_max_sample_insert_ratio <= 0 or self.replay_beta_anneal_updates < 1:
             out.append(
                 "replay_max_sample_insert_ratio must be > 0 and replay_beta_anneal_updates >= 1"
+            )
+        if self.ppo_clip < 0:
+            out.append(f"ppo_clip must be >= 0 (0 = IMPALA's policy gradient), got {self.ppo_clip}")
+        if not 0 < self.popart_beta <= 1:
+            out.append(f"popart_beta must be in (0, 1], got {self.popart_beta}")
+        if self.epochs > 1 and self.ppo_clip == 0:
+            out.append(
+                f"epochs = {self.epochs} reuses each batch without a trust region: set --ppo-clip "
+                "(e.g. 0.1) or --epochs 1"
             )
         if not 0 <= self.discount <= 1:
             out.append(f"discount must be in [0, 1], got {self.discount}")

@@ -145,6 +145,8 @@ class Ingest:
         self.queue: deque[HostChunk] = deque()
         self.cond = threading.Condition()
         self.episodes: deque[wire.EpisodeStats] = deque(maxlen=200)  # recent, for the status line
+        # every episode since the last drain, for RUN/episodes.jsonl (deque: thread-safe ends)
+        self._new_episodes: deque[tuple[float, int, wire.EpisodeStats]] = deque(maxlen=100_000)
         self._weights: list | None = None  # newest encoded Weights
         self._to_publish: list | None = None
         self._lock = threading.Lock()
@@ -181,6 +183,13 @@ class Ingest:
                 self.cond.wait(left)
             out = [self.queue.popleft() for _ in range(min(n, len(self.queue)))]
         self.metrics.ingest_queue_depth.set(len(self.queue))
+        return out
+
+    def drain_episodes(self) -> list[tuple[float, int, wire.EpisodeStats]]:
+        """(arrival time, actor id, stats) of every episode reported since the last call."""
+        out = []
+        while self._new_episodes:
+            out.append(self._new_episodes.popleft())
         return out
 
     # -- IO thread -----------------------------------------------------------------------------
@@ -335,6 +344,7 @@ class Ingest:
         for e in chunk.episodes:
             self.metrics.observe_episode(e.level, e.outcome, e.episode_return, e.max_x, e.length)
             self.episodes.append(e)
+            self._new_episodes.append((time.time(), info.actor_id, e))
         want_shape = (
             self.s.unroll_length,
             self.s.env_spec["frame_size"],

@@ -24,6 +24,7 @@ from learner.batching import collate
 from learner.config import LearnerConfig
 from learner.ingest import BindError, Ingest, IngestSettings
 from learner.mixing import ReplayMixer
+from learner.popart import PopArt
 from learner.replay import ReplayCapacityError
 from learner.update import Hyper, Learner
 
@@ -94,11 +95,16 @@ def build_training(cfg: LearnerConfig, device: torch.device) -> tuple[Learner, R
         max_grad_norm=cfg.max_grad_norm,
         clip_rho_threshold=cfg.clip_rho_threshold,
         clip_pg_rho_threshold=cfg.clip_pg_rho_threshold,
+        epochs=cfg.epochs,
+        minibatches=cfg.minibatches,
+        ppo_clip=cfg.ppo_clip,
+        normalize_advantages=cfg.normalize_advantages,
     )
+    popart = PopArt(model.value, cfg.popart_beta, device=device) if cfg.popart else None
     mixer = None
     if cfg.replay_capacity and cfg.replay_fraction > 0:
         mixer = ReplayMixer.create(cfg, device)
-    return Learner(model, optimizer, hyper), mixer
+    return Learner(model, optimizer, hyper, popart, seed=cfg.seed), mixer
 
 
 class TrainLoop:
@@ -183,9 +189,24 @@ class TrainLoop:
         self.model.load_state_dict(state["model"])
         self.learner.optimizer.load_state_dict(state["optimizer"])
         self.learner.updates = int(state["policy_version"])
+        self.learner.sgd_steps = int(state.get("sgd_steps", self.learner.updates))
+        if self.learner.popart is not None:
+            if "popart" not in state:
+                raise SystemExit(
+                    f"learner: checkpoint {path} was trained without PopArt, whose value head "
+                    "predicts values in reward units; resume it with --no-popart or use another "
+                    "--run-dir"
+                )
+            self.learner.popart.load_state_dict(state["popart"])
+        elif "popart" in state:
+            raise SystemExit(
+                f"learner: checkpoint {path} was trained with PopArt (its value head predicts "
+                "normalised values); resume it with --popart or use another --run-dir"
+            )
         self.env_frames = int(state["env_frames"])
         self.agent_steps = int(state["agent_steps"])
         self.metrics.updates.inc(self.learner.updates)
+        self.metrics.sgd_steps.inc(self.learner.sgd_steps)
         self.metrics.env_frames.inc(self.env_frames)
         self.metrics.agent_steps.inc(self.agent_steps)
         log.info("resumed from %s at policy version %d", path.name, self.learner.updates)
@@ -195,9 +216,11 @@ class TrainLoop:
             "model": self.model.state_dict(),
             "optimizer": self.learner.optimizer.state_dict(),
             "policy_version": self.learner.updates,
+            "sgd_steps": self.learner.sgd_steps,
             "env_frames": self.env_frames,
             "agent_steps": self.agent_steps,
             "model_spec": self.model_spec.to_wire(),
+            **({"popart": self.learner.popart.state_dict()} if self.learner.popart else {}),
             "config": config_io.to_dict(self.cfg),
             "saved_at": time.time(),
         }
@@ -222,6 +245,11 @@ class TrainLoop:
     def run(self) -> int:
         cfg = self.cfg
         self.ingest.start()
+        with open(self.run_dir / "episodes.jsonl", "a") as f:  # curves count time from here
+            f.write(
+                json.dumps({"event": "start", "time": time.time(), "env_frames": self.env_frames})
+                + "\n"
+            )
         self.publisher.offer(self.learner.updates, self.model)
         last_publish = last_ckpt = last_status = last_log = time.monotonic()
         since_publish = 0
@@ -268,6 +296,7 @@ class TrainLoop:
             self.metrics.compute_seconds.inc(elapsed)
             self.metrics.update_seconds.observe(elapsed)
             self.metrics.updates.inc()
+            self.metrics.sgd_steps.inc(stats.sgd_steps)
             self.metrics.agent_steps.inc(steps)
             self.metrics.env_frames.inc(frames)
             self.metrics.samples.labels("fresh").inc(steps)
@@ -301,6 +330,11 @@ class TrainLoop:
         m.loss.labels("entropy").set(-entropy)
         m.entropy.set(entropy)
         m.grad_norm.set(float(stats.grad_norm))
+        clip_fraction = float(stats.clip_fraction)
+        m.clip_fraction.set(clip_fraction)
+        popart = self.learner.popart
+        value_scale = float(popart.stats.sigma(popart.min_sigma)) if popart else 1.0
+        m.value_scale.set(value_scale)
         sps = self.rate.rate()
         m.agent_steps_per_second.set(sps)
         m.samples_per_second.labels("fresh").set(sps)
@@ -332,11 +366,39 @@ class TrainLoop:
             "flag_rate": float(np.mean([e.flag for e in eps])) if eps else None,
             "entropy": entropy,
             "grad_norm": float(stats.grad_norm),
+            "clip_fraction": clip_fraction,
+            "value_scale": value_scale,
+            "sgd_steps": self.learner.sgd_steps,
             **loss,
             **replay,
         }
         with open(self.run_dir / "metrics.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
+        self._log_episodes()
+
+    def _log_episodes(self) -> None:
+        """Append every newly reported training episode to RUN/episodes.jsonl (learning curves)."""
+        new = self.ingest.drain_episodes()
+        if not new:
+            return
+        lines = [
+            json.dumps(
+                {
+                    "time": t,
+                    "env_frames": self.env_frames,
+                    "actor_id": actor_id,
+                    "level": e.level,
+                    "max_x": e.max_x,
+                    "flag": e.flag,
+                    "return": e.episode_return,
+                    "length": e.length,
+                    "outcome": e.outcome,
+                }
+            )
+            for t, actor_id, e in new
+        ]
+        with open(self.run_dir / "episodes.jsonl", "a") as f:
+            f.write("\n".join(lines) + "\n")
 
     def _print_status(self) -> None:
         now = status.flatten(self.metrics.registry.collect())

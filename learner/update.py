@@ -20,6 +20,8 @@ from torch.nn import functional as F
 from common.model import ActorCritic
 from common.stacking import STACK, stack_frames
 from learner import vtrace
+from learner.losses import clipped_surrogate, normalize_advantages
+from learner.popart import PopArt
 
 
 class Batch(NamedTuple):
@@ -53,17 +55,26 @@ class Hyper(NamedTuple):
     max_grad_norm: float = 40.0
     clip_rho_threshold: float = 1.0
     clip_pg_rho_threshold: float = 1.0
+    epochs: int = 1  # passes over each batch
+    minibatches: int = 1  # optimizer steps per pass, each on a disjoint set of whole sequences
+    ppo_clip: float = 0.0  # > 0: PPO's clipped surrogate on pi/mu (APPO); 0: IMPALA's gradient
+    normalize_advantages: bool = False  # per minibatch, zero mean and unit variance
 
 
 class UpdateStats(NamedTuple):
-    """Detached 0-dim tensors (read with .item() off the hot path) and per-sequence priorities."""
+    """Detached 0-dim tensors (read with .item() off the hot path) and per-sequence priorities.
+
+    Losses, entropy and clip fraction are means over the update's optimizer steps; grad_norm is
+    the last step's (before clipping)."""
 
     total_loss: torch.Tensor
     pg_loss: torch.Tensor
     baseline_loss: torch.Tensor
     entropy: torch.Tensor
     grad_norm: torch.Tensor
-    priorities: torch.Tensor  # [N] mean |v_s - V(x_s)| per sequence
+    priorities: torch.Tensor  # [N] mean |v_s - V(x_s)| per sequence, from the first pass
+    clip_fraction: torch.Tensor  # share of steps whose surrogate took the clipped branch
+    sgd_steps: int  # optimizer steps taken (epochs x minibatches)
 
 
 def final_stacks(batch: Batch) -> torch.Tensor:
@@ -106,24 +117,44 @@ def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
     return r
 
 
+def select(batch: Batch, index: torch.Tensor) -> Batch:
+    """The sequences `index` [n] of a batch, whole (time-major fields are indexed on dim 1)."""
+    per_sequence = ("final_frames", "final_t", "last_actions", "weights")
+    return Batch(
+        **{
+            name: getattr(batch, name).index_select(0 if name in per_sequence else 1, index)
+            for name in Batch._fields
+        }
+    )
+
+
 class Forward(NamedTuple):
     logits: torch.Tensor  # [T+1, N, A] target policy, with gradient
-    values: torch.Tensor  # [T+1, N] with gradient
+    values: torch.Tensor  # [T+1, N] V(x) in reward units; with gradient unless PopArt is on
+    features: torch.Tensor  # [T*N, F] trunk output of the first T stacks, with gradient
     final_values: torch.Tensor  # [N] detached
     vtrace: vtrace.VTraceFromLogitsReturns  # targets [T, N], detached
+    advantages: torch.Tensor  # [T, N] r_s + gamma_s v_{s+1} - V(x_s), detached (no rho)
 
 
-def forward_and_targets(model: ActorCritic, batch: Batch, hyper: Hyper) -> Forward:
+def forward_and_targets(
+    model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt | None = None
+) -> Forward:
     T, N = batch.unroll_length, batch.num_sequences
     # ---- forward: all T+1 stacks of every sequence, plus each sequence's final stack ----------
     stacks = stack_frames(batch.frames, batch.first)  # [T+1, N, 4, H, W]
     obs = torch.cat([stacks.flatten(0, 1), final_stacks(batch)], dim=0)  # [(T+1)*N + N, 4, H, W]
     prev = previous_actions(batch, model.spec.num_actions)  # [T+1, N]
     last = torch.cat([prev.flatten(), final_previous_actions(batch)])  # [(T+1)*N + N]
-    out = model(obs, last)
-    logits = out.logits[: (T + 1) * N].view(T + 1, N, -1)  # [T+1, N, A]
-    values = out.value[: (T + 1) * N].view(T + 1, N)  # [T+1, N]
-    final_values = out.value[(T + 1) * N :].detach()  # [N]
+    h = model.features(obs, last)  # [(T+1)*N + N, F]
+    logits = model.policy(h[: (T + 1) * N]).view(T + 1, N, -1)  # [T+1, N, A]
+    if popart is None:
+        raw = model.value(h).squeeze(-1)  # [(T+1)*N + N]
+    else:  # the head predicts sigma-normalised values; targets are built in reward units
+        with torch.no_grad():
+            raw = popart.denormalize(model.value(h).squeeze(-1))
+    values = raw[: (T + 1) * N].view(T + 1, N)  # [T+1, N]
+    final_values = raw[(T + 1) * N :].detach()  # [N]
 
     # ---- bootstrap: discounts end at any episode end; truncation bootstraps via the reward ---
     discount = hyper.discount
@@ -150,48 +181,138 @@ def forward_and_targets(model: ActorCritic, batch: Batch, hyper: Hyper) -> Forwa
         clip_rho_threshold=hyper.clip_rho_threshold,
         clip_pg_rho_threshold=hyper.clip_pg_rho_threshold,
     )
-    return Forward(logits, values, final_values, vt)
+    # The advantage of the surrogate, whose ratio pi/mu already weights it: Sec. 4.2's
+    # q_s - V(x_s) without the rho_s factor. vs[s+1] follows step s; V(x_T) after the last.
+    vs_next = torch.cat([vt.vs[1:], values[T].detach()[None]])  # [T, N]
+    advantages = rewards + discounts * vs_next - values[:T].detach()  # [T, N]
+    return Forward(logits, values, h[: T * N], final_values, vt, advantages)
 
 
-def loss_and_stats(model: ActorCritic, batch: Batch, hyper: Hyper):
-    T = batch.unroll_length
-    fwd = forward_and_targets(model, batch, hyper)
-    vt, values = fwd.vtrace, fwd.values
-    # ---- the three losses, weighted per sequence (replay importance weights) -----------------
-    w = batch.weights[None, :]  # [1, N]
-    pg_loss = -(vt.target_action_log_probs * vt.pg_advantages * w).mean()
-    baseline_loss = 0.5 * ((vt.vs - values[:T]) ** 2 * w).mean()
+class Losses(NamedTuple):
+    total: torch.Tensor  # [] with gradient
+    pg: torch.Tensor  # [] detached from here on
+    baseline: torch.Tensor
+    entropy: torch.Tensor
+    clip_fraction: torch.Tensor
+    priorities: torch.Tensor  # [N]
+
+
+def loss_and_stats(
+    model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt | None = None
+) -> Losses:
+    """The three losses of one (mini)batch; with PopArt, also moves its statistics."""
+    T, N = batch.unroll_length, batch.num_sequences
+    fwd = forward_and_targets(model, batch, hyper, popart)
+    vt = fwd.vtrace
+    w = batch.weights[None, :]  # [1, N] replay importance weights
+    # ---- policy: IMPALA's rho-weighted gradient, or APPO's clipped surrogate on pi/mu --------
+    clip_fraction = torch.zeros((), device=w.device)
+    if hyper.ppo_clip > 0:
+        adv = fwd.advantages  # [T, N]
+        if hyper.normalize_advantages:
+            adv = normalize_advantages(adv)
+        surrogate = clipped_surrogate(vt.log_rhos, adv, hyper.ppo_clip)  # [T, N]
+        pg_loss = (surrogate.loss * w).mean()
+        clip_fraction = surrogate.clipped.float().mean()
+    else:
+        adv = vt.pg_advantages  # [T, N], rho-weighted
+        if hyper.normalize_advantages:
+            adv = normalize_advantages(adv)
+        pg_loss = -(vt.target_action_log_probs * adv * w).mean()
+    # ---- value: regress V(x_s) on v_s, in PopArt's normalised units when it is on -----------
+    if popart is None:
+        baseline_loss = 0.5 * ((vt.vs - fwd.values[:T]) ** 2 * w).mean()
+    else:
+        popart.update(vt.vs)  # rescales the value layer so that V(x) is unchanged
+        predicted = model.value(fwd.features).squeeze(-1).view(T, N)  # [T, N] normalised
+        baseline_loss = 0.5 * ((popart.normalize(vt.vs) - predicted) ** 2 * w).mean()
     log_probs = F.log_softmax(fwd.logits[:T], dim=-1)  # [T, N, A]
     entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
     total = pg_loss + hyper.baseline_cost * baseline_loss - hyper.entropy_cost * entropy
     # Priority of a sequence: its mean absolute V-trace error |v_s - V(x_s)|, the part of the
     # data the value function has not learned yet (the analogue of PER's |TD error|).
-    priorities = (vt.vs - values[:T].detach()).abs().mean(dim=0)  # [N]
-    return total, pg_loss, baseline_loss, entropy, priorities
+    priorities = (vt.vs - fwd.values[:T].detach()).abs().mean(dim=0)  # [N]
+    return Losses(
+        total, pg_loss.detach(), baseline_loss.detach(), entropy.detach(), clip_fraction, priorities
+    )
+
+
+def minibatch_indices(
+    num_sequences: int, minibatches: int, generator: torch.Generator | None, device
+) -> list[torch.Tensor]:
+    """A random split of the sequences into `minibatches` near-equal parts (fewer if N is small)."""
+    parts = max(1, min(minibatches, num_sequences))
+    order = torch.randperm(num_sequences, generator=generator).to(device)
+    return list(order.tensor_split(parts))
 
 
 class Learner:
-    """Owns model and optimizer; `step(batch)` is one synchronous, IO-free update."""
+    """Owns model and optimizer; `step(batch)` is one synchronous, IO-free update: `epochs`
+    passes over the batch, each split into `minibatches` optimizer steps. The policy version
+    counts updates (batches), not optimizer steps."""
 
-    def __init__(self, model: ActorCritic, optimizer: torch.optim.Optimizer, hyper: Hyper):
+    def __init__(
+        self,
+        model: ActorCritic,
+        optimizer: torch.optim.Optimizer,
+        hyper: Hyper,
+        popart: PopArt | None = None,
+        seed: int = 0,
+    ):
+        if hyper.epochs < 1 or hyper.minibatches < 1:
+            raise ValueError(
+                f"epochs and minibatches must be >= 1, got {hyper.epochs}, {hyper.minibatches}"
+            )
         self.model = model
         self.optimizer = optimizer
         self.hyper = hyper
+        self.popart = popart
         self.updates = 0
+        self.sgd_steps = 0
+        self._generator = torch.Generator().manual_seed(seed)  # minibatch splits, on the host
 
     def step(self, batch: Batch) -> UpdateStats:
         self.model.train()
-        total, pg, baseline, entropy, priorities = loss_and_stats(self.model, batch, self.hyper)
-        self.optimizer.zero_grad(set_to_none=True)
-        total.backward()
-        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.hyper.max_grad_norm)
-        self.optimizer.step()
+        n = batch.num_sequences
+        device = batch.actions.device
+        priorities = torch.zeros(n, device=device)
+        sums = torch.zeros(5, device=device)  # total, pg, baseline, entropy, clip fraction
+        steps = 0
+        grad_norm = torch.zeros((), device=device)
+        whole = self.hyper.minibatches == 1
+        for epoch in range(self.hyper.epochs):
+            parts = (
+                [None]
+                if whole
+                else minibatch_indices(n, self.hyper.minibatches, self._generator, device)
+            )
+            for index in parts:
+                sub = batch if index is None else select(batch, index)
+                losses = loss_and_stats(self.model, sub, self.hyper, self.popart)
+                self.optimizer.zero_grad(set_to_none=True)
+                losses.total.backward()
+                grad_norm = nn.utils.clip_grad_norm_(
+                    self.model.parameters(), self.hyper.max_grad_norm
+                )
+                self.optimizer.step()
+                if epoch == 0:
+                    if index is None:
+                        priorities = losses.priorities
+                    else:
+                        priorities[index] = losses.priorities
+                sums += torch.stack(
+                    [
+                        losses.total.detach(),
+                        losses.pg,
+                        losses.baseline,
+                        losses.entropy,
+                        losses.clip_fraction,
+                    ]
+                )
+                steps += 1
         self.updates += 1
+        self.sgd_steps += steps
+        means = sums / steps
         return UpdateStats(
-            total.detach(),
-            pg.detach(),
-            baseline.detach(),
-            entropy.detach(),
-            grad_norm.detach(),
-            priorities,
+            means[0], means[1], means[2], means[3], grad_norm.detach(), priorities, means[4], steps
         )

@@ -14,6 +14,7 @@ from learner.update import (
     forward_and_targets,
     loss_and_stats,
     previous_actions,
+    select,
 )
 
 H = W = 84
@@ -147,3 +148,96 @@ def test_the_previous_action_changes_the_targets(model):
     v2 = forward_and_targets(model, other, HYPER).values
     torch.testing.assert_close(v1[0], v2[0])  # step 0 starts the episode: no previous action
     assert not torch.allclose(v1[1:], v2[1:])
+
+
+# ---- sample reuse: epochs, minibatches, the clipped surrogate, PopArt ---------------------------
+
+
+def test_select_keeps_sequences_whole():
+    b = make_batch(3, 4, seed=5, final_t=torch.tensor([-1, 1, -1, 0]))
+    sub = select(b, torch.tensor([3, 1]))
+    for name in Batch._fields:
+        full, part = getattr(b, name), getattr(sub, name)
+        dim = 0 if name in ("final_frames", "final_t", "last_actions", "weights") else 1
+        torch.testing.assert_close(part, full.index_select(dim, torch.tensor([3, 1])))
+    assert sub.final_t.tolist() == [0, 1]
+
+
+def test_epochs_times_minibatches_optimizer_steps_one_policy_version(model):
+    batch = on_policy(model, make_batch(4, 6, seed=6))
+    hyper = Hyper(epochs=3, minibatches=2, ppo_clip=0.1, normalize_advantages=True)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    learner = Learner(model, opt, hyper)
+    stats = learner.step(batch)
+    assert learner.updates == 1 and learner.sgd_steps == 6 and stats.sgd_steps == 6
+    assert opt.state[model.policy.weight]["step"] == 6
+    assert stats.priorities.shape == (6,) and bool((stats.priorities > 0).all())
+    assert 0 <= float(stats.clip_fraction) <= 1
+
+
+def test_minibatches_never_exceed_the_sequences(model):
+    batch = on_policy(model, make_batch(2, 2, seed=7))
+    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.0), Hyper(minibatches=5))
+    assert learner.step(batch).sgd_steps == 2  # one sequence each, never an empty minibatch
+
+
+def test_surrogate_on_policy_has_impala_gradient(model):
+    """At rho = 1 (lag 0) the clipped surrogate's gradient is IMPALA's: r = 1 is inside the clip
+    and r A has gradient A grad log pi."""
+    batch = on_policy(model, make_batch(4, 3, seed=8))
+    grads = []
+    for hyper in (
+        Hyper(discount=0.9, baseline_cost=0.0, entropy_cost=0.0),
+        Hyper(discount=0.9, baseline_cost=0.0, entropy_cost=0.0, ppo_clip=0.1),
+    ):
+        model.zero_grad()
+        loss_and_stats(model, batch, hyper).total.backward()
+        grads.append(
+            torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        )
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-6)
+    assert grads[0].abs().sum() > 0
+
+
+def test_surrogate_stops_pushing_a_policy_that_moved_past_the_clip(model):
+    """Behaviour logits far from the learner's: every ratio outside [1/1.1, 1.1] in the
+    direction of its advantage contributes no policy gradient."""
+    # every step terminal: the advantage r - V(x) does not depend on mu through v_{s+1}
+    batch = on_policy(model, make_batch(4, 3, seed=9, terminated=torch.ones(4, 3, dtype=bool)))
+    fwd = forward_and_targets(model, batch, HYPER)
+    adv = fwd.advantages
+    # move mu so that pi/mu = 2 where the advantage is positive and 0.5 where it is negative
+    shift = torch.where(adv > 0, -torch.log(torch.tensor(2.0)), torch.log(torch.tensor(2.0)))
+    logits = batch.behaviour_logits.clone()
+    logits.scatter_add_(-1, batch.actions[..., None], shift[..., None])
+    # the other actions' logits are unchanged, so mu(a) moves by less than the shift: the ratio
+    # still lands beyond the clip in the advantage's direction
+    moved = batch._replace(behaviour_logits=logits.detach())
+    hyper = HYPER._replace(baseline_cost=0.0, entropy_cost=0.0, ppo_clip=0.1)
+    model.zero_grad()
+    losses = loss_and_stats(model, moved, hyper)
+    losses.total.backward()
+    assert float(losses.clip_fraction) == 1.0
+    assert all(p.grad is None or p.grad.abs().max() == 0 for p in model.parameters())
+
+
+def test_popart_step_learns_a_fixed_batch_in_normalised_units(model):
+    from learner.popart import PopArt
+
+    batch = on_policy(model, make_batch(4, 2, seed=3))
+    batch = batch._replace(rewards=batch.rewards * 100)  # targets far from the head's scale
+    popart = PopArt(model.value, beta=0.3)
+    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-3), HYPER, popart)
+    for _ in range(40):
+        stats = learner.step(batch)
+    sigma = float(popart.stats.sigma(popart.min_sigma))
+    assert sigma > 5  # the statistics found the targets' scale
+    assert float(stats.baseline_loss) < 0.5  # in units of sigma, not of the raw targets
+    fwd = forward_and_targets(model, batch, HYPER, popart)
+    err = (fwd.vtrace.vs - fwd.values[:4]).abs().mean()
+    assert float(err) < 0.5 * float(fwd.vtrace.vs.abs().mean())  # denormalised values track
+
+
+def test_learner_refuses_zero_epochs(model):
+    with pytest.raises(ValueError, match="epochs and minibatches"):
+        Learner(model, torch.optim.SGD(model.parameters(), lr=0.1), Hyper(epochs=0))
