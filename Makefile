@@ -57,11 +57,13 @@ train: install
 		--learner-args "--device auto $(LEARNER_ARGS)" -- --level $(LEVEL) $(ACTOR_ARGS)
 
 # ---- evaluation and reports (docs/EVALUATION.md) ----------------------------------------------
-# RUN's latest checkpoint, or CKPT=file; GREEDY=0 samples actions; EVAL_ARGS passes more flags
+# RUN's latest checkpoint, or CKPT=file; EPISODES per policy; POLICY=both (greedy, then sampled),
+# greedy or sampled (GREEDY=1 / GREEDY=0, as before, pick one); EVAL_ARGS passes more flags
 # (e.g. --scale 2 --no-progress-steps 100 --out DIR).
 CKPT ?=
 EPISODES ?= 5
-GREEDY ?= 1
+POLICY ?= both
+GREEDY ?=
 DEVICE ?= auto
 EVAL_ARGS ?=
 
@@ -69,8 +71,8 @@ EVAL_ARGS ?=
 
 eval: install
 	$(PY) scripts/evaluate.py $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) --level $(LEVEL) \
-		--episodes $(EPISODES) --device $(DEVICE) $(if $(filter 1,$(GREEDY)),--greedy,--no-greedy) \
-		$(EVAL_ARGS)
+		--episodes $(EPISODES) --device $(DEVICE) \
+		--policy $(if $(GREEDY),$(if $(filter 1,$(GREEDY)),greedy,sampled),$(POLICY)) $(EVAL_ARGS)
 
 report: install
 	$(PY) scripts/report.py --run-dir $(RUN)

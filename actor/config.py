@@ -53,7 +53,7 @@ class ActorConfig:
     metrics_port: int = _f(0, "port of the /metrics HTTP server (0 = off)")
     seed: int = _f(0, "random seed (actions); combined with actor_id")
     eval: bool = _f(
-        False, "evaluation mode: greedy episodes with the newest weights, no chunks sent"
+        False, "evaluation mode: greedy and sampled episodes with the newest weights, no chunks"
     )
     eval_dir: str = _f(
         "runs/default/eval", "eval mode: where the best episode's video and summary go"
@@ -62,7 +62,12 @@ class ActorConfig:
     eval_episodes: int = _f(
         1, "eval mode: greedy episodes per evaluation (greedy play is deterministic)"
     )
-    eval_window: int = _f(10, "eval mode: episodes averaged in the mario_eval_* gauges")
+    eval_sampled_episodes: int = _f(
+        4, "eval mode: episodes per evaluation with actions sampled from the policy (--seed)"
+    )
+    eval_window: int = _f(
+        10, "eval mode: episodes of each policy averaged in the mario_eval_* gauges"
+    )
     log_level: str = _f("INFO", "logging level")
 
     def env_spec(self) -> EnvSpec:
@@ -99,6 +104,8 @@ class ActorConfig:
             )
         if self.eval_interval_s < 0 or self.eval_episodes < 1 or self.eval_window < 1:
             out.append("eval_interval_s must be >= 0, eval_episodes and eval_window >= 1")
+        if self.eval_sampled_episodes < 0:
+            out.append(f"eval_sampled_episodes must be >= 0, got {self.eval_sampled_episodes}")
         if self.torch_threads < 1:
             out.append(f"torch_threads must be >= 1, got {self.torch_threads}")
         for name in (

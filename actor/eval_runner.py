@@ -1,16 +1,21 @@
-"""`python -m actor --eval`: greedy episodes with the newest weights, judged while training runs.
+"""`python -m actor --eval`: greedy and sampled episodes with the newest weights, judged while
+training runs.
 
 The eval actor registers like any actor (so it receives weight broadcasts) but sends no chunks.
-Every `eval_interval_s` it plays `eval_episodes` greedy episodes with the newest policy, exports
-`mario_eval_*` metrics per level (means over the last `eval_window` episodes), and keeps the video
-and summary of its best episode so far in `eval_dir` (best-<level>.mp4 / .json). Between
-evaluations it only keeps the connection alive, so it costs little CPU.
+Every `eval_interval_s` it plays `eval_episodes` greedy episodes (argmax actions: deterministic on
+the fixed start state, so one is enough) and then `eval_sampled_episodes` sampled ones (actions
+drawn from the policy, as the actors play, from a generator seeded by `--seed` and the actor id)
+with the newest policy, applied between episodes. It exports `mario_eval_*` metrics per level and
+policy (means and the median over each policy's last `eval_window` episodes), and keeps the video
+and summary of its best episode so far, of either policy, in `eval_dir` (best-<level>.mp4 /
+.json). Between evaluations it only keeps the connection alive, so it costs little CPU.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import statistics
 import time
 from collections import deque
 from fractions import Fraction
@@ -19,7 +24,15 @@ from pathlib import Path
 import torch
 
 from actor.config import ActorConfig
-from actor.evaluation import NES_FPS, make_policy, play_episode, screen_rgb, write_video
+from actor.evaluation import (
+    NES_FPS,
+    Policy,
+    make_policy,
+    play_episode,
+    screen_rgb,
+    seeded_generator,
+    write_video,
+)
 from actor.link import link_for, load_weights
 from common import wire
 from common.env import EpisodeSummary, build_envs
@@ -38,10 +51,19 @@ class EvalRunner:
         spec = cfg.env_spec()
         self.env = build_envs(spec, 1, timeout_s=cfg.build_timeout_s, retries=cfg.build_retries)[0]
         self.model = ActorCritic(cfg.model_spec(self.env.num_actions)).eval()
-        self.policy = make_policy(self.model, greedy=True)
-        self.window: deque[EpisodeSummary] = deque(maxlen=cfg.eval_window)
+        sampler = seeded_generator(cfg.seed, cfg.actor_id)  # reproducible sampled episodes
+        # (policy, its episodes per evaluation), played in this order
+        self.plan: list[tuple[str, Policy, int]] = [
+            ("greedy", make_policy(self.model, greedy=True), cfg.eval_episodes),
+            ("sampled", make_policy(self.model, greedy=False, generator=sampler),
+             cfg.eval_sampled_episodes),
+        ]  # fmt: skip
+        self.windows = {name: deque(maxlen=cfg.eval_window) for name, _, _ in self.plan}
+        self.best_mean_max_x = dict.fromkeys(self.windows, 0.0)
         self.best: tuple[int, float] | None = None  # (max_x, return) of the best episode so far
-        self.best_mean_max_x = 0.0
+        for name, _, count in self.plan:
+            if count:  # rate() sees each played policy's series from zero
+                metrics.episodes.labels(cfg.level, name)
         self._pending: wire.Weights | None = None
         self.version = -1
         self.stopping = False
@@ -69,36 +91,40 @@ class EvalRunner:
             if time.monotonic() < next_eval:
                 continue
             next_eval = time.monotonic() + self.cfg.eval_interval_s
-            for _ in range(self.cfg.eval_episodes):
-                if self.stopping:
-                    break
-                self._apply_pending()
-                frames: list = []
+            for policy_name, policy, count in self.plan:
+                for _ in range(count):
+                    if self.stopping:
+                        return 0
+                    self._apply_pending()
+                    frames: list = []
 
-                def on_frame(frames: list = frames) -> None:
-                    frames.append(screen_rgb(self.env))
-                    self.link.poll(0)  # heartbeats and weights keep flowing during the episode
+                    def on_frame(frames: list = frames) -> None:
+                        frames.append(screen_rgb(self.env))
+                        self.link.poll(0)  # heartbeats and weights keep flowing meanwhile
 
-                with torch.inference_mode():
-                    episode = play_episode(self.env, self.policy, on_frame=on_frame)
-                self._record(level, episode, frames)
+                    with torch.inference_mode():
+                        episode = play_episode(self.env, policy, on_frame=on_frame)
+                    self._record(level, policy_name, episode, frames)
         return 0
 
-    def _record(self, level: str, episode: EpisodeSummary, frames: list) -> None:
+    def _record(self, level: str, policy: str, episode: EpisodeSummary, frames: list) -> None:
         m = self.metrics
-        self.window.append(episode)
-        n = len(self.window)
-        mean_max_x = sum(e.max_x for e in self.window) / n
-        self.best_mean_max_x = max(self.best_mean_max_x, mean_max_x)
-        m.episodes.labels(level).inc()
-        m.max_x.labels(level).set(mean_max_x)
-        m.flag_rate.labels(level).set(sum(e.flag for e in self.window) / n)
-        m.episode_return.labels(level).set(sum(e.episode_return for e in self.window) / n)
-        m.policy_version.labels(level).set(self.version)
-        m.best_max_x.labels(level).set(self.best_mean_max_x)
+        window = self.windows[policy]
+        window.append(episode)
+        n = len(window)
+        mean_max_x = sum(e.max_x for e in window) / n
+        self.best_mean_max_x[policy] = max(self.best_mean_max_x[policy], mean_max_x)
+        m.episodes.labels(level, policy).inc()
+        m.max_x.labels(level, policy).set(mean_max_x)
+        m.median_max_x.labels(level, policy).set(statistics.median(e.max_x for e in window))
+        m.flag_rate.labels(level, policy).set(sum(e.flag for e in window) / n)
+        m.episode_return.labels(level, policy).set(sum(e.episode_return for e in window) / n)
+        m.policy_version.labels(level, policy).set(self.version)
+        m.best_max_x.labels(level, policy).set(self.best_mean_max_x[policy])
         log.info(
-            "eval v%d %s: max x %d, return %.0f, %s after %d steps",
-            self.version, level, episode.max_x, episode.episode_return, episode.outcome, episode.length,
+            "eval v%d %s %s: max x %d, return %.0f, %s after %d steps",
+            self.version, level, policy, episode.max_x, episode.episode_return, episode.outcome,
+            episode.length,
         )  # fmt: skip
         key = (episode.max_x, episode.episode_return)
         if self.best is None or key > self.best:
@@ -106,7 +132,8 @@ class EvalRunner:
             name = f"best-{level.replace(':', '_').replace('/', '_')}"
             fps = Fraction(NES_FPS, self.cfg.frame_skip)
             write_video(self.out_dir / f"{name}.mp4", frames, fps)
-            summary = {**episode._asdict(), "policy_version": self.version, "frames": len(frames)}
+            summary = {**episode._asdict(), "policy": policy, "policy_version": self.version}
+            summary["frames"] = len(frames)
             (self.out_dir / f"{name}.json").write_text(json.dumps(summary, indent=2) + "\n")
 
     def close(self) -> None:

@@ -9,6 +9,9 @@ with nearest neighbour, at 60/frame_skip fps (15 fps for frame skip 4), H.264 yu
 An episode of `length` agent steps gives `length + 1` frames: the reset screen, then the screen
 after each step (the last NES frame of that step), the final (death / flag / cutoff) one included.
 The best episode is the one with the largest max x, then the largest return, then the earliest.
+
+Two policies are played from one network: `greedy` (argmax actions; deterministic on a fixed start
+state) and `sampled` (actions drawn from the policy, as the actors play, from a seeded generator).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from common.model import ActorCritic, ModelSpec
 from common.stacking import STACK, stack_frames
 
 NES_FPS = 60  # NES frames per second (60.0988 on hardware; players and the game say 60)
+
+POLICIES = ("greedy", "sampled")  # the labels of mario_eval_* and of make eval's summaries
 
 # (stacked frames [1, S, H, W] uint8, previous action in [0, A], A = none) -> action
 Policy = Callable[[torch.Tensor, int], int]
@@ -52,17 +57,31 @@ class FrameRing:
         return stack_frames(self.frames, self.first, stack=self.frames.shape[0])[0]
 
 
-def make_policy(model: ActorCritic, *, greedy: bool, device: torch.device | str = "cpu") -> Policy:
-    """Argmax (greedy) or sampled actions from `model`, one observation at a time."""
+def make_policy(
+    model: ActorCritic,
+    *,
+    greedy: bool,
+    device: torch.device | str = "cpu",
+    generator: torch.Generator | None = None,
+) -> Policy:
+    """Argmax (greedy) or sampled actions from `model`, one observation at a time. Sampling draws
+    from `generator` (a CPU generator; seed it for reproducible episodes), else torch's global one.
+    """
     model = model.to(device).eval()
 
     def policy(obs: torch.Tensor, last_action: int) -> int:
         last = torch.tensor([last_action], dtype=torch.long, device=device)  # [1]
         with torch.inference_mode():
-            logits = model(obs.to(device), last).logits  # [1, A]
-            return int(sample_actions(logits.float().cpu(), greedy=greedy)[0])
+            logits = model(obs.to(device), last).logits.float().cpu()  # [1, A]
+            return int(sample_actions(logits, greedy=greedy, generator=generator)[0])
 
     return policy
+
+
+def seeded_generator(*seed: int) -> torch.Generator:
+    """A CPU generator seeded from one or more integers (e.g. `--seed` and the actor id)."""
+    state = np.random.SeedSequence(list(seed)).generate_state(2, dtype=np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
 
 def screen_rgb(env: FrameEnv) -> np.ndarray:
@@ -109,6 +128,39 @@ def _screen_recorder(env: FrameEnv, into: list[np.ndarray]) -> Callable[[], None
     return lambda: into.append(screen_rgb(env))
 
 
+class Played(NamedTuple):
+    episodes: dict[str, list[EpisodeSummary]]  # policy name -> its episodes, in play order
+    best: tuple[str, int] | None  # (policy, index) of the best episode of all; None if none
+    best_frames: list[np.ndarray]  # its colour screens; empty without recording
+
+
+def play_policies(
+    env: FrameEnv,
+    policies: Sequence[tuple[str, Policy, int]],
+    *,
+    stack: int = STACK,
+    record: bool = True,
+) -> Played:
+    """Play `count` episodes of each (name, policy, count) in turn; the best episode of all
+    (largest max x, then return, then the earliest played) keeps its colour screens.
+
+    Only the best episode so far and the current one are held: about 180 KB per agent step each.
+    """
+    episodes: dict[str, list[EpisodeSummary]] = {name: [] for name, _, _ in policies}
+    best: tuple[str, int] | None = None
+    best_key: tuple[int, float] | None = None
+    best_frames: list[np.ndarray] = []
+    for name, policy, count in policies:
+        for i in range(count):
+            frames: list[np.ndarray] = []
+            on_frame = _screen_recorder(env, frames) if record else None
+            e = play_episode(env, policy, stack=stack, on_frame=on_frame)
+            episodes[name].append(e)
+            if best_key is None or (e.max_x, e.episode_return) > best_key:  # ties: the earliest
+                best, best_key, best_frames = (name, i), (e.max_x, e.episode_return), frames
+    return Played(episodes, best, best_frames)
+
+
 def play_episodes(
     env: FrameEnv, policy: Policy, count: int, *, stack: int = STACK, record: bool = True
 ) -> tuple[list[EpisodeSummary], list[np.ndarray]]:
@@ -116,21 +168,15 @@ def play_episodes(
 
     Only the best episode so far and the current one are held: about 180 KB per agent step each.
     """
-    episodes: list[EpisodeSummary] = []
-    best_frames: list[np.ndarray] = []
-    for _ in range(count):
-        frames: list[np.ndarray] = []
-        on_frame = _screen_recorder(env, frames) if record else None
-        episodes.append(play_episode(env, policy, stack=stack, on_frame=on_frame))
-        if best_index(episodes) == len(episodes) - 1:
-            best_frames = frames
-    return episodes, best_frames
+    played = play_policies(env, [("", policy, count)], stack=stack, record=record)
+    return played.episodes[""], played.best_frames
 
 
 class EvalSummary(NamedTuple):
     episodes: int
     flag_rate: float
     mean_max_x: float
+    median_max_x: float
     max_max_x: int
     mean_return: float
     best_index: int  # the best episode: largest max_x, then return, then earliest
@@ -149,6 +195,7 @@ def summarise(episodes: Sequence[EpisodeSummary]) -> EvalSummary:
         episodes=len(episodes),
         flag_rate=float(np.mean([e.flag for e in episodes])),
         mean_max_x=float(np.mean([e.max_x for e in episodes])),
+        median_max_x=float(np.median([e.max_x for e in episodes])),
         max_max_x=max(e.max_x for e in episodes),
         mean_return=float(np.mean([e.episode_return for e in episodes])),
         best_index=best_index(episodes),
@@ -198,7 +245,21 @@ def upscale(frame: np.ndarray, scale: int) -> np.ndarray:
     return np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1)
 
 
-def markdown_table(episodes: Sequence[EpisodeSummary], summary: EvalSummary) -> str:
+def summary_line(summary: EvalSummary, policy: str = "") -> str:
+    """One line: episodes, mean and median max x, flag rate, mean return; `policy` names it."""
+    n = summary.episodes
+    return (
+        f"{policy + ': ' if policy else ''}{n} episode{'s' if n != 1 else ''}: "
+        f"mean max x {summary.mean_max_x:.1f}, median {summary.median_max_x:.1f} "
+        f"(max {summary.max_max_x}), flag rate {summary.flag_rate:.1%}, "
+        f"mean return {summary.mean_return:.1f}"
+    )
+
+
+def markdown_table(
+    episodes: Sequence[EpisodeSummary], summary: EvalSummary, policy: str = ""
+) -> str:
+    """The episodes as a Markdown table, then `summary_line`."""
     lines = [
         "| episode | max x | flag | return | length | outcome |",
         "|---:|---:|:---:|---:|---:|:---|",
@@ -210,11 +271,7 @@ def markdown_table(episodes: Sequence[EpisodeSummary], summary: EvalSummary) -> 
             f"| {e.length} | {e.outcome} |"
         )
     lines.append("")
-    lines.append(
-        f"{summary.episodes} episodes: flag rate {summary.flag_rate:.2f}, "
-        f"mean max x {summary.mean_max_x:.1f} (max {summary.max_max_x}), "
-        f"mean return {summary.mean_return:.1f}"
-    )
+    lines.append(summary_line(summary, policy))
     return "\n".join(lines)
 
 

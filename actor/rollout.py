@@ -177,8 +177,12 @@ def sample_from_logits(logits: np.ndarray, rng: np.random.Generator) -> np.ndarr
     return np.argmax(logits + rng.gumbel(size=logits.shape), axis=-1)
 
 
-def sample_actions(logits: torch.Tensor, greedy: bool = False) -> torch.Tensor:
-    """Actions [B] int64 from logits [B, A]: sampled, or the argmax when greedy."""
+def sample_actions(
+    logits: torch.Tensor, greedy: bool = False, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Actions [B] int64 from logits [B, A]: sampled (from `generator`, else torch's global
+    generator), or the argmax when greedy."""
     if greedy:
         return logits.argmax(dim=-1)
-    return torch.multinomial(torch.softmax(logits, dim=-1), 1).squeeze(-1)
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)

@@ -48,6 +48,7 @@ from prometheus_client.process_collector import ProcessCollector
 from common.gpu import GpuCollector, nvml_indices_for_visible_devices
 
 __all__ = [
+    "EVAL_POLICIES",
     "OUTCOMES",
     "REJECT_REASONS",
     "ActorMetrics",
@@ -67,6 +68,7 @@ SAMPLE_SOURCES = ("fresh", "replay")
 CHUNK_RESULTS = ("accepted", "stale", "rejected")
 LOSS_TERMS = ("policy", "baseline", "entropy", "total")
 PRIORITY_STATS = ("p50", "p90", "p99", "max")
+EVAL_POLICIES = ("greedy", "sampled")  # argmax actions; actions drawn from the policy
 
 # Buckets. Mario 1-1: the flag is near x = 3160; the game's own return is about the distance
 # travelled minus the clock, and -15 per death.
@@ -303,23 +305,26 @@ class ActorMetrics:
 
 
 class EvalMetrics:
-    """The evaluator's metrics, all per level; gauges hold the last evaluation's means."""
+    """The evaluator's metrics, per level and policy (`greedy`: argmax actions; `sampled`: actions
+    drawn from the policy); gauges hold means over each policy's last evaluation episodes."""
 
     def __init__(self, registry: CollectorRegistry | None = None, *, levels: Iterable[str] = ()):
         r = self.registry = CollectorRegistry() if registry is None else registry
         counter, gauge, _ = _makers(r)
-        lv = ["level"]
-        self.max_x: Gauge = gauge("mario_eval_max_x", "Mean max x position.", lv)
-        self.flag_rate: Gauge = gauge("mario_eval_flag_rate", "Share reaching the flag.", lv)
-        self.episode_return: Gauge = gauge("mario_eval_return", "Mean game return.", lv)
-        self.episodes: Counter = counter("mario_eval_episodes", "Evaluation episodes played.", lv)
-        self.policy_version: Gauge = gauge("mario_eval_policy_version", "Policy evaluated.", lv)
-        self.best_max_x: Gauge = gauge("mario_eval_best_max_x", "Best mean max x so far.", lv)
+        lp = ["level", "policy"]
+        self.max_x: Gauge = gauge("mario_eval_max_x", "Mean max x position.", lp)
+        self.median_max_x: Gauge = gauge("mario_eval_median_max_x", "Median max x position.", lp)
+        self.flag_rate: Gauge = gauge("mario_eval_flag_rate", "Share reaching the flag.", lp)
+        self.episode_return: Gauge = gauge("mario_eval_return", "Mean game return.", lp)
+        self.episodes: Counter = counter("mario_eval_episodes", "Evaluation episodes played.", lp)
+        self.policy_version: Gauge = gauge("mario_eval_policy_version", "Policy evaluated.", lp)
+        self.best_max_x: Gauge = gauge("mario_eval_best_max_x", "Best mean max x so far.", lp)
         for level in levels:
-            for m in (self.max_x, self.flag_rate, self.episode_return, self.episodes):
-                m.labels(level)
-            for m in (self.policy_version, self.best_max_x):
-                m.labels(level)
+            for policy in EVAL_POLICIES:
+                for m in (self.max_x, self.median_max_x, self.flag_rate, self.episode_return):
+                    m.labels(level, policy)
+                for m in (self.episodes, self.policy_version, self.best_max_x):
+                    m.labels(level, policy)
 
 
 def add_process_metrics(registry: CollectorRegistry) -> None:

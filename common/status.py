@@ -35,18 +35,30 @@ def scrape(url: str, timeout_s: float = 2.0) -> dict[str, float]:
     return flatten(text_string_to_metric_families(text))
 
 
-def _sum(samples: dict[str, float], name: str) -> float:
-    return sum(v for k, v in samples.items() if k == name or k.startswith(name + "{"))
+def _sum(samples: dict[str, float], name: str, label: str = "") -> float:
+    """The sum of `name`'s samples over all label values; only those with `label` ("k=v")."""
+
+    def match(key: str) -> bool:
+        if not label:
+            return key == name or key.startswith(name + "{")
+        return key.startswith(name + "{") and label in key[len(name) + 1 : -1].split(",")
+
+    return sum(v for k, v in samples.items() if match(k))
 
 
 def status_line(now: dict[str, float], before: dict[str, float], window_s: float) -> str:
-    """Steps/s, updates, policy version, actors, and the mean return and max x of the episodes
-    that ended between the samples `before` and `now`, taken `window_s` seconds apart."""
+    """Steps/s, updates, policy version, actors, and the mean return, mean max x and flag rate
+    of the episodes that ended between the samples `before` and `now`, taken `window_s` seconds
+    apart."""
     episodes = _sum(now, "mario_episode_return_count") - _sum(before, "mario_episode_return_count")
 
     def delta_mean(name: str) -> str:
         total = _sum(now, name + "_sum") - _sum(before, name + "_sum")
         return f"{total / episodes:7.1f}" if episodes > 0 else "      -"
+
+    flags = _sum(now, "mario_episodes_total", "outcome=flag")
+    flags -= _sum(before, "mario_episodes_total", "outcome=flag")
+    flag_rate = f"{flags / episodes:6.1%}" if episodes > 0 else "     -"
 
     return (
         f"{now.get('mario_learner_agent_steps_per_second', 0):7.0f} steps/s | "
@@ -55,6 +67,7 @@ def status_line(now: dict[str, float], before: dict[str, float], window_s: float
         f"actors {now.get('mario_actors_connected', 0):.0f} | "
         f"return {delta_mean('mario_episode_return')} | "
         f"max x {delta_mean('mario_episode_max_x')} | "
+        f"flags {flag_rate} | "
         f"{episodes:.0f} episodes in {window_s:.0f} s"
     )
 

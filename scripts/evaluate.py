@@ -1,7 +1,11 @@
 """Evaluate a checkpoint: play episodes on a level, keep the best one as a video, summarise.
 
-    make eval RUN=runs/x [LEVEL=1-1 EPISODES=5 GREEDY=1 DEVICE=auto]   # the run's latest checkpoint
+    make eval RUN=runs/x [LEVEL=1-1 EPISODES=5 POLICY=both DEVICE=auto]   # the run's latest checkpoint
     make eval CKPT=runs/x/checkpoints/ckpt-0000001234.pt
+
+Both policies are played by default, EPISODES each: `greedy` (argmax actions) first, then `sampled`
+(actions drawn from the policy, as the actors play, from a generator seeded by --seed). Each is
+summarised on its own: mean and median max x, flag rate, mean return.
 
 The policy sees exactly what it saw in training: the env factory's 84x84 grayscale frames, stacked
 by `common.stacking.stack_frames` from a 4-frame ring whose `first` flags mask the frames of an
@@ -30,13 +34,17 @@ import torch
 
 from actor.evaluation import (
     NES_FPS,
+    POLICIES,
+    EvalSummary,
     action_set_for,
     check_compatible,
     episode_rows,
     make_policy,
     markdown_table,
-    play_episodes,
+    play_policies,
+    seeded_generator,
     summarise,
+    summary_line,
     write_video,
 )
 from common.env import EnvSpec, FrameEnv
@@ -113,12 +121,19 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     src.add_argument("--run-dir", type=Path, help="run directory: its latest checkpoint is played")
     src.add_argument("--checkpoint", type=Path, help="a checkpoint file to play")
     p.add_argument("--level", default="1-1", help="stage W-S, or a Gymnasium id")
-    p.add_argument("--episodes", type=int, default=5, help="episodes to play")
+    p.add_argument("--episodes", type=int, default=5, help="episodes to play with each policy")
     p.add_argument(
-        "--greedy",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="argmax actions (default); --no-greedy samples from the policy",
+        "--policy",
+        choices=["both", *POLICIES],
+        default="both",
+        help="greedy: argmax actions; sampled: actions drawn from the policy; both (default): "
+        "greedy episodes, then sampled ones, each summarised",
+    )
+    p.add_argument(
+        "--greedy", dest="policy", action="store_const", const="greedy", help="--policy greedy"
+    )
+    p.add_argument(
+        "--no-greedy", dest="policy", action="store_const", const="sampled", help="--policy sampled"
     )
     p.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"])
     p.add_argument("--action-set", help="action set (default: the checkpoint's)")
@@ -132,7 +147,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--scale", type=int, default=1, help="integer video upscaling (nearest)")
     p.add_argument("--no-video", action="store_true", help="skip best.mp4")
-    p.add_argument("--seed", type=int, default=0, help="torch seed (for --no-greedy)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampled policy's actions")
     p.add_argument(
         "--torch-threads", type=int, default=1, help="CPU threads for inference (as the actors)"
     )
@@ -181,42 +196,58 @@ def _setup(args: argparse.Namespace) -> tuple[Checkpoint, EnvSpec, FrameEnv, tor
 
 
 def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    """Play, write best.mp4 and summary.json; returns the summary and the Markdown table."""
+    """Play, write best.mp4 and summary.json; returns the summary and the Markdown tables."""
     ckpt, spec, env, device = _setup(args)
-    torch.manual_seed(args.seed)
+    names = POLICIES if args.policy == "both" else (args.policy,)
+    generator = seeded_generator(args.seed)
+    plan = [
+        (name, make_policy(ckpt.model, greedy=name == "greedy", device=device, generator=generator))
+        for name in names
+    ]
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, args.torch_threads))  # batch-1 convs only lose from more threads
-    policy = make_policy(ckpt.model, greedy=args.greedy, device=device)
     try:
-        episodes, best_frames = play_episodes(
-            env, policy, args.episodes, stack=ckpt.model.spec.stack, record=not args.no_video
+        played = play_policies(
+            env,
+            [(name, policy, args.episodes) for name, policy in plan],
+            stack=ckpt.model.spec.stack,
+            record=not args.no_video,
         )
     finally:
         env.close()
         torch.set_num_threads(threads)
-    summary = summarise(episodes)
+    summaries = {name: summarise(played.episodes[name]) for name in names}
     out = args.out or _default_out(ckpt.path, args.run_dir)
     out.mkdir(parents=True, exist_ok=True)
     video = None
-    if best_frames:
+    if played.best_frames and played.best is not None:
         fps = Fraction(NES_FPS, spec.frame_skip)
-        write_video(out / "best.mp4", best_frames, fps, args.scale)
-        h, w = best_frames[0].shape[:2]
-        video = {"path": str(out / "best.mp4"), "episode": summary.best_index}
-        video |= {"frames": len(best_frames), "fps": float(fps), "codec": "h264"}
-        video |= {"pix_fmt": "yuv420p", "width": w * args.scale, "height": h * args.scale}
-    overall = summary._asdict() | {"policy_version": ckpt.policy_version}
-    overall |= {"env_frames": ckpt.env_frames, "level": spec.level, "checkpoint": str(ckpt.path)}
-    overall |= {"greedy": args.greedy, "seed": args.seed, "device": str(device)}
+        write_video(out / "best.mp4", played.best_frames, fps, args.scale)
+        h, w = played.best_frames[0].shape[:2]
+        video = {"path": str(out / "best.mp4"), "policy": played.best[0]}
+        video |= {"episode": played.best[1], "frames": len(played.best_frames)}
+        video |= {"fps": float(fps), "codec": "h264", "pix_fmt": "yuv420p"}
+        video |= {"width": w * args.scale, "height": h * args.scale}
+    overall = {"policies": list(names), "episodes_per_policy": args.episodes}
+    overall |= {"policy_version": ckpt.policy_version, "env_frames": ckpt.env_frames}
+    overall |= {"level": spec.level, "checkpoint": str(ckpt.path)}
+    overall |= {"seed": args.seed, "device": str(device)}
     result = {
         "overall": overall,
+        "policies": {name: s._asdict() for name, s in summaries.items()},
         "env": spec.to_wire(),
         "model_spec": ckpt.model.spec.to_wire(),
         "video": video,
-        "episodes": episode_rows(episodes),
+        "episodes": [
+            {"policy": name} | row for name in names for row in episode_rows(played.episodes[name])
+        ],
     }
     (out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
-    return result, markdown_table(episodes, summary)
+    tables = [
+        f"## {name}\n\n{markdown_table(played.episodes[name], s, name)}"
+        for name, s in summaries.items()
+    ]
+    return result, "\n\n".join(tables)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -229,10 +260,14 @@ def main(argv: list[str] | None = None) -> int:
     o = result["overall"]
     print(f"checkpoint {o['checkpoint']} (policy v{o['policy_version']}), level {o['level']}\n")
     print(table)
+    print()
+    for name, s in result["policies"].items():  # one line per policy, together for comparison
+        print(summary_line(EvalSummary(**s), name))
     if result["video"]:
         v = result["video"]
         print(
-            f"\nbest episode {v['episode']}: {v['path']} ({v['frames']} frames, {v['fps']:g} fps)"
+            f"\nbest episode: {v['policy']} {v['episode']}: {v['path']} "
+            f"({v['frames']} frames, {v['fps']:g} fps)"
         )
     return 0
 

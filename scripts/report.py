@@ -189,20 +189,35 @@ def render(run_dir: Path, s: dict[str, Any], malformed: int, evaluation: dict | 
         "",
     ]
     if evaluation is not None:
-        o = evaluation.get("overall", {})
-        lines += [
-            "## Last evaluation",
-            "",
-            f"Policy v{o.get('policy_version', '?')} on {o.get('level', '?')}, "
-            f"{o.get('episodes', '?')} episodes: flag rate {_num(o.get('flag_rate'), pct)}, "
-            f"mean max x {_num(o.get('mean_max_x'))}, mean return {_num(o.get('mean_return'))}"
-            + (" ([best episode](../eval/best.mp4))" if evaluation.get("video") else "")
-            + ".",
-            "",
-        ]
+        lines += _last_evaluation(evaluation)
     for figure in FIGURES:
         lines += [f"## {figure.title}", "", f"![{figure.title}]({figure.name}.png)", ""]
     return "\n".join(lines)
+
+
+def _last_evaluation(evaluation: dict[str, Any]) -> list[str]:
+    """REPORT.md's lines for `make eval`'s summary.json: one table row per policy played."""
+    o = evaluation.get("overall", {})
+    # summary.json from before per-policy summaries held one policy's figures in `overall`
+    policies = evaluation.get("policies") or {("greedy" if o.get("greedy") else "sampled"): o}
+    video = evaluation.get("video") or {}
+    which = " ".join(str(video[k]) for k in ("policy", "episode") if video.get(k) is not None)
+    best = f" ([best episode](../eval/best.mp4){': ' + which if which else ''})" if video else ""
+    lines = [
+        "## Last evaluation",
+        "",
+        f"Policy v{o.get('policy_version', '?')} on {o.get('level', '?')}{best}.",
+        "",
+        "| policy | episodes | mean max x | median max x | flag rate | mean return |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in policies.items():
+        lines.append(
+            f"| {name} | {s.get('episodes', '?')} | {_num(s.get('mean_max_x'))} "
+            f"| {_num(s.get('median_max_x'))} | {_num(s.get('flag_rate'), '{:.1%}')} "
+            f"| {_num(s.get('mean_return'))} |"
+        )
+    return [*lines, ""]
 
 
 class ReportError(Exception):
@@ -247,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{out / 'REPORT.md'}: {summary['rows']} rows ({log.malformed} malformed skipped), "
         f"{_si(summary['env_frames'])} env frames, {_duration(summary['duration_s'])}, "
-        f"final mean max x {_num(summary['final_mean_max_x'])}"
+        f"final mean max x {_num(summary['final_mean_max_x'])}, "
+        f"flag rate {_num(summary['final_flag_rate'], '{:.1%}')}"
     )
     return 0
 

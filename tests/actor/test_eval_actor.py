@@ -1,8 +1,12 @@
-"""The eval-mode actor on a live run: mario_eval_* metrics and the best episode's video."""
+"""The eval-mode actor on a live run: mario_eval_* metrics of both policies and the best episode's
+video."""
 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 
 import av
 import pytest
@@ -13,9 +17,18 @@ from tests.fakes import CORRIDOR_ACTOR_ARGS
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 LEVEL = "tests.fakes:Corridor-v0"
+LOGGED = re.compile(r"eval v\d+ \S+ (greedy|sampled): max x (\d+), ")
 
 
-def test_eval_actor_exports_metrics_and_keeps_the_best_video(tmp_path):
+def key(name: str, policy: str) -> str:
+    return f"{name}{{level={LEVEL},policy={policy}}}"
+
+
+def logged_max_x(evaluator: procs.Proc, policy: str) -> list[int]:
+    return [int(x) for p, x in LOGGED.findall(evaluator.output()) if p == policy]
+
+
+def test_eval_actor_exports_both_policies_and_keeps_the_best_video(tmp_path):
     port, lport, eport = procs.free_port(2), procs.free_port(), procs.free_port()
     learner = procs.learner(
         tmp_path / "run", port, lport, "--unroll-length", "16", "--batch-chunks", "1"
@@ -24,24 +37,58 @@ def test_eval_actor_exports_metrics_and_keeps_the_best_video(tmp_path):
     trainer = procs.actor(tmp_path, port, 0, procs.free_port(), *common, "--num-envs", "2")
     evaluator = procs.actor(
         tmp_path, port, 1, eport, *common, "--eval", "--eval-dir", str(tmp_path / "eval"),
-        "--eval-interval-s", "0.5", "--eval-window", "3",
+        "--eval-interval-s", "0.5", "--eval-window", "3", "--eval-episodes", "1",
+        "--eval-sampled-episodes", "2",
     )  # fmt: skip
     everyone = [learner, trainer, evaluator]
-    key = "mario_eval_episodes_total{level=" + LEVEL + "}"
+    episodes = "mario_eval_episodes_total"
     try:
         procs.wait_until(
-            "3 eval episodes", lambda: procs.scrape(eport).get(key, 0) >= 3, 120, everyone
+            "2 greedy and 4 sampled eval episodes",
+            lambda: (
+                procs.scrape(eport).get(key(episodes, "greedy"), 0) >= 2
+                and procs.scrape(eport).get(key(episodes, "sampled"), 0) >= 4
+            ),
+            120,
+            everyone,
         )
         m = procs.scrape(eport)
-        for name in ("max_x", "flag_rate", "return", "policy_version", "best_max_x"):
-            assert f"mario_eval_{name}{{level={LEVEL}}}" in m
-        assert 0.0 <= m[f"mario_eval_flag_rate{{level={LEVEL}}}"] <= 1.0
+        greedy, sampled = m[key(episodes, "greedy")], m[key(episodes, "sampled")]
+        # each evaluation plays 1 greedy episode, then 2 sampled ones
+        assert 2 * (greedy - 1) <= sampled <= 2 * greedy, (greedy, sampled)
+        names = ("max_x", "median_max_x", "flag_rate", "return", "policy_version", "best_max_x")
+        for policy in ("greedy", "sampled"):
+            for name in names:
+                assert key(f"mario_eval_{name}", policy) in m, (name, policy)
+            assert 0.0 <= m[key("mario_eval_flag_rate", policy)] <= 1.0
+        # every episode is logged with its policy, after its gauges are set
+        procs.wait_until(
+            "the counted episodes in the log",
+            lambda: (
+                len(logged_max_x(evaluator, "sampled")) >= sampled
+                and len(logged_max_x(evaluator, "greedy")) >= greedy
+            ),
+            30,
+            everyone,
+        )
+        for policy in ("greedy", "sampled"):
+            xs = logged_max_x(evaluator, policy)
+            for name in ("max_x", "median_max_x"):
+                assert min(xs) <= m[key(f"mario_eval_{name}", policy)] <= max(xs)
         assert "mario_actor_chunks_sent_total" not in m  # an evaluator sends nothing
     finally:
         for p in everyone:
             p.stop()
     summary = json.loads((tmp_path / "eval" / "best-tests.fakes_Corridor-v0.json").read_text())
+    assert summary["policy"] in ("greedy", "sampled")
     with av.open(str(tmp_path / "eval" / "best-tests.fakes_Corridor-v0.mp4")) as video:
         frames = [f.to_ndarray(format="rgb24") for f in video.decode(video=0)]
     assert len(frames) == summary["length"] + 1 == summary["frames"]
     assert frames[0].shape == (84, 84, 3)
+
+
+def test_a_negative_sampled_episode_count_is_refused():
+    argv = [sys.executable, "-m", "actor", "--eval", "--eval-sampled-episodes", "-1"]
+    proc = subprocess.run(argv, cwd=procs.ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "eval_sampled_episodes must be >= 0, got -1" in proc.stdout + proc.stderr

@@ -86,6 +86,7 @@ ACTOR = {
 }
 EVAL = {
     "mario_eval_max_x": "gauge",
+    "mario_eval_median_max_x": "gauge",
     "mario_eval_flag_rate": "gauge",
     "mario_eval_return": "gauge",
     "mario_eval_episodes_total": "counter",
@@ -156,6 +157,11 @@ def test_known_label_values_exist_before_their_first_increment():
     labels = {"level": "1-2", "outcome": "no_progress"}
     assert r.get_sample_value("mario_episodes_total", labels) == 0
     assert r.get_sample_value("mario_episode_max_x_count", {"level": "1-2"}) == 0
+    e = EvalMetrics(levels=["1-2"]).registry
+    for policy in ("greedy", "sampled"):
+        labels = {"level": "1-2", "policy": policy}
+        assert e.get_sample_value("mario_eval_episodes_total", labels) == 0
+        assert e.get_sample_value("mario_eval_median_max_x", labels) == 0
 
 
 def test_helpers_keep_label_values_in_their_closed_sets():

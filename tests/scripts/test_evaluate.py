@@ -80,6 +80,47 @@ def test_best_episode_is_largest_max_x_then_return_then_earliest():
     assert s.best_index == 2
     assert s.episodes == 4 and s.flag_rate == 0.25 and s.max_max_x == 500
     assert s.mean_max_x == pytest.approx(450.0) and s.mean_return == pytest.approx(5.0)
+    assert s.median_max_x == 500.0
+    assert evaluation.summarise([episode(100, 0.0), episode(900, 0.0)]).median_max_x == 500.0
+    line = evaluation.summary_line(s, "sampled")
+    assert line.startswith("sampled: 4 episodes: mean max x 450.0, median 500.0 (max 500)")
+    assert "flag rate 25.0%" in line
+
+
+def test_sampled_actions_repeat_with_the_seed_and_greedy_ones_are_the_argmax():
+    torch.manual_seed(0)
+    model = ActorCritic(ModelSpec(num_actions=7))
+    obs = [torch.randint(0, 256, (1, 4, 84, 84), dtype=torch.uint8) for _ in range(40)]
+
+    def actions(policy: evaluation.Policy) -> list[int]:
+        return [policy(o, 7) for o in obs]
+
+    def sampled(*seed: int) -> list[int]:
+        gen = evaluation.seeded_generator(*seed)
+        return actions(evaluation.make_policy(model, greedy=False, generator=gen))
+
+    assert sampled(3, 1) == sampled(3, 1)
+    assert sampled(3, 1) != sampled(4, 1) or sampled(3, 1) != sampled(3, 2)
+    with torch.inference_mode():
+        argmax = [int(model(o, torch.tensor([7])).logits.argmax()) for o in obs]
+    assert actions(evaluation.make_policy(model, greedy=True)) == argmax
+
+
+def test_best_of_both_policies_keeps_its_screens_and_names_its_policy():
+    env = FrameEnv(EnvSpec(level=CORRIDOR))
+
+    def to_goal(obs: torch.Tensor, _last: int) -> int:  # reads the cue: right (1) or left (6)
+        return 1 if obs[0, -1, :12, 42:].any() else 6
+
+    stay = lambda _obs, _last: 0  # noqa: E731 - never moves: cut off at max x 0
+    played = evaluation.play_policies(env, [("greedy", stay, 2), ("sampled", to_goal, 2)])
+    env.close()
+    assert [len(played.episodes[p]) for p in ("greedy", "sampled")] == [2, 2]
+    assert all(e.max_x == 0 and not e.flag for e in played.episodes["greedy"])
+    sampled = played.episodes["sampled"]
+    assert all(e.flag for e in sampled) and sampled[0] == sampled[1]
+    assert played.best == ("sampled", 0)  # ties: the earliest
+    assert len(played.best_frames) == sampled[0].length + 1
 
 
 def test_action_set_mismatch_names_both_sides():
@@ -123,21 +164,53 @@ def test_play_episode_sees_training_stacks_and_reports_length_plus_one_screens()
 # ---- the script, in process (a small Gymnasium env) ---------------------------------------------
 
 
-def test_main_writes_summary_and_video_of_the_best_episode(tmp_path, capsys):
+def test_main_summarises_both_policies_and_keeps_the_video_of_the_best_episode(tmp_path, capsys):
     make_run(tmp_path / "run")
     argv = ["--run-dir", str(tmp_path / "run"), "--level", CORRIDOR, "--episodes", "3"]
-    assert evaluate.main([*argv, "--no-greedy", "--seed", "1"]) == 0
+    assert evaluate.main([*argv, "--seed", "1"]) == 0
     summary = json.loads((tmp_path / "run/eval/summary.json").read_text())
     eps = summary["episodes"]
-    assert [e["index"] for e in eps] == [0, 1, 2]
-    best = summary["overall"]["best_index"]
-    assert summary["overall"]["episodes"] == 3 and summary["overall"]["policy_version"] == 42
-    assert summary["overall"]["flag_rate"] == pytest.approx(np.mean([e["flag"] for e in eps]))
+    assert [(e["policy"], e["index"]) for e in eps] == [
+        (p, i) for p in ("greedy", "sampled") for i in range(3)
+    ]
+    o = summary["overall"]
+    assert o["policies"] == ["greedy", "sampled"] and o["episodes_per_policy"] == 3
+    assert o["policy_version"] == 42 and o["seed"] == 1
+    for policy, s in summary["policies"].items():
+        rows = [e for e in eps if e["policy"] == policy]
+        assert s["episodes"] == 3
+        assert s["flag_rate"] == pytest.approx(np.mean([e["flag"] for e in rows]))
+        assert s["mean_max_x"] == pytest.approx(np.mean([e["max_x"] for e in rows]))
+        assert s["median_max_x"] == pytest.approx(np.median([e["max_x"] for e in rows]))
+    v = summary["video"]
+    best = next(e for e in eps if (e["policy"], e["index"]) == (v["policy"], v["episode"]))
+    assert best["max_x"] == max(e["max_x"] for e in eps)
     video = read_video(tmp_path / "run/eval/best.mp4")
-    assert len(video.frames) == summary["video"]["frames"] == eps[best]["length"] + 1
+    assert len(video.frames) == v["frames"] == best["length"] + 1
     assert video.frames[0].shape == (84, 84, 3)
     assert (video.codec, video.pix_fmt) == ("h264", "yuv420p")
-    assert "| episode | max x |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "## greedy" in out and "## sampled" in out and "| episode | max x |" in out
+    for policy, s in summary["policies"].items():  # one summary line per policy, at the end
+        line = f"{policy}: 3 episodes: mean max x {s['mean_max_x']:.1f}, "
+        line += f"median {s['median_max_x']:.1f}"
+        assert line in out.split("\n\n")[-2]
+        assert f"flag rate {s['flag_rate']:.1%}" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "policy"),
+    [(["--policy", "greedy"], "greedy"), (["--no-greedy"], "sampled"), (["--greedy"], "greedy")],
+)
+def test_one_policy_alone(tmp_path, capsys, flags, policy):
+    make_run(tmp_path / "run")
+    argv = ["--run-dir", str(tmp_path / "run"), "--level", CORRIDOR, "--episodes", "2"]
+    assert evaluate.main([*argv, "--no-video", *flags]) == 0
+    summary = json.loads((tmp_path / "run/eval/summary.json").read_text())
+    assert summary["overall"]["policies"] == [policy] and list(summary["policies"]) == [policy]
+    assert [e["policy"] for e in summary["episodes"]] == [policy, policy]
+    assert summary["video"] is None and not (tmp_path / "run/eval/best.mp4").exists()
+    assert f"{policy}: 2 episodes" in capsys.readouterr().out
 
 
 def test_refuses_a_missing_run_dir_or_checkpoint(tmp_path, capsys):
@@ -193,11 +266,15 @@ def test_make_eval_on_mario_writes_the_best_episode_in_colour(tmp_path):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((tmp_path / "run/eval/summary.json").read_text())
     o, eps = summary["overall"], summary["episodes"]
-    assert o["episodes"] == len(eps) == 2 and o["level"] == "1-1"
-    assert o["checkpoint"] == str(ckpt) and o["greedy"] is True
-    assert o["flag_rate"] == np.mean([e["flag"] for e in eps])
+    assert o["policies"] == ["greedy", "sampled"] and len(eps) == 4 and o["level"] == "1-1"
+    assert o["checkpoint"] == str(ckpt)
+    for policy, s in summary["policies"].items():
+        rows = [e for e in eps if e["policy"] == policy]
+        assert s["episodes"] == len(rows) == 2
+        assert s["flag_rate"] == np.mean([e["flag"] for e in rows])
     assert all(e["length"] > 0 and e["max_x"] > 0 for e in eps)
-    best = eps[o["best_index"]]
+    v = summary["video"]
+    best = next(e for e in eps if (e["policy"], e["index"]) == (v["policy"], v["episode"]))
     assert best["max_x"] == max(e["max_x"] for e in eps)
     video = read_video(tmp_path / "run/eval/best.mp4")
     assert len(video.frames) == summary["video"]["frames"] == best["length"] + 1
@@ -206,3 +283,4 @@ def test_make_eval_on_mario_writes_the_best_episode_in_colour(tmp_path):
     sky = video.frames[0][100, 20].astype(int)  # the 1-1 sky is blue, not gray
     assert sky[2] > sky[0] + 40
     assert "| episode | max x |" in proc.stdout
+    assert "greedy: 2 episodes" in proc.stdout and "sampled: 2 episodes" in proc.stdout

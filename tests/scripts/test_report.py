@@ -67,20 +67,42 @@ def test_report_writes_plots_and_a_summary_with_the_numbers(tmp_path, capsys):
     assert "550.0 / 550.0" in md  # mean return: final / peak
     assert "0.0% / 25.0%" in md  # flag rate: final / peak
     assert "1 malformed" in md
-    assert "36 rows" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "36 rows" in out and "flag rate 0.0%" in out
 
 
-def test_report_mentions_the_last_evaluation(tmp_path):
+def test_report_shows_each_policy_of_the_last_evaluation(tmp_path):
+    run = tmp_path / "run"
+    write_log(run, rows=3)
+    (run / "eval").mkdir()
+    figures = {"episodes": 5, "mean_max_x": 1234.5, "median_max_x": 1100.0, "mean_return": 900.0}
+    evaluation = {
+        "overall": {"policy_version": 7, "level": "1-2", "policies": ["greedy", "sampled"]},
+        "policies": {
+            "greedy": figures | {"flag_rate": 0.0},
+            "sampled": figures | {"flag_rate": 0.4, "median_max_x": 3161.0},
+        },
+        "video": {"path": "x", "policy": "sampled", "episode": 3},
+    }
+    (run / "eval/summary.json").write_text(json.dumps(evaluation))
+    assert report.main(["--run-dir", str(run)]) == 0
+    md = (run / "report/REPORT.md").read_text()
+    assert "Policy v7 on 1-2 ([best episode](../eval/best.mp4): sampled 3)" in md
+    assert "| greedy | 5 | 1,234.5 | 1,100.0 | 0.0% | 900.0 |" in md
+    assert "| sampled | 5 | 1,234.5 | 3,161.0 | 40.0% | 900.0 |" in md
+
+
+def test_report_reads_a_summary_from_before_per_policy_figures(tmp_path):
     run = tmp_path / "run"
     write_log(run, rows=3)
     (run / "eval").mkdir()
     evaluation = {"overall": {"policy_version": 7, "level": "1-2", "episodes": 5}, "video": {}}
     evaluation["overall"] |= {"flag_rate": 0.4, "mean_max_x": 1234.5, "mean_return": 900.0}
-    evaluation["video"] = {"path": "x"}
+    evaluation["overall"] |= {"greedy": True}
     (run / "eval/summary.json").write_text(json.dumps(evaluation))
     assert report.main(["--run-dir", str(run)]) == 0
     md = (run / "report/REPORT.md").read_text()
-    assert "Policy v7 on 1-2" in md and "40.0%" in md and "../eval/best.mp4" in md
+    assert "Policy v7 on 1-2." in md and "| greedy | 5 | 1,234.5 | – | 40.0% | 900.0 |" in md
 
 
 def test_refuses_a_missing_or_empty_log(tmp_path, capsys):
