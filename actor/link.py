@@ -183,6 +183,11 @@ class LearnerLink:
             if msg.fatal:
                 raise FatalRefusal(msg.reason)
             log.warning("learner refused: %s; registering again", msg.reason)
+            if self.registered:
+                # The learner no longer knows this actor (it restarted, or timed the actor out)
+                # while the DEALER reconnected underneath: a new session, so a reconnect, however
+                # fast the learner came back.
+                self.on_event("reconnect")
             self.registered = False
             self.credits = 0
             self._send(self.register_msg)

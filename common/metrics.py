@@ -292,7 +292,10 @@ class ActorMetrics:
             "mario_actor_episodes", "Finished episodes.", ["level", "outcome"]
         )
         self.chunks_sent: Counter = counter("mario_actor_chunks_sent", "Chunks sent.")
-        self.reconnects: Counter = counter("mario_actor_reconnects", "Reconnections.")
+        self.reconnects: Counter = counter(
+            "mario_actor_reconnects",
+            "New sessions with the learner: after a silence, or a learner that forgot this actor.",
+        )
         self.credits: Gauge = gauge("mario_actor_credits", "Send credits in hand.")
         self.connected: Gauge = gauge("mario_actor_connected", "1 while the learner answers.")
         for level in levels:

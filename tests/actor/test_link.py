@@ -1,0 +1,73 @@
+"""The actor's link against a real ROUTER on loopback standing in for a restarted learner."""
+
+from __future__ import annotations
+
+import time
+
+import zmq
+
+from actor.link import LearnerLink
+from common import wire
+from tests import procs
+
+
+def register_msg() -> wire.Register:
+    return wire.Register(
+        actor_id=3,
+        instance_id="inst",
+        run_id="default",
+        env_spec={"level": "1-1"},
+        model_spec={"arch": "small"},
+        num_envs=1,
+        unroll_length=8,
+    )
+
+
+def pump(link: LearnerLink, router: zmq.Socket, until, timeout_s: float = 10.0) -> list:
+    """Poll the link and collect what reaches the router until `until(received)` holds."""
+    received: list = []
+    deadline = time.monotonic() + timeout_s
+    while not until(received):
+        assert time.monotonic() < deadline, (
+            f"gave up; got {[type(m).__name__ for _, m in received]}"
+        )
+        link.poll(20)
+        while router.poll(0):
+            identity, *frames = router.recv_multipart()
+            received.append((identity, wire.decode(frames)))
+    return received
+
+
+def test_a_learner_that_forgot_the_actor_counts_as_a_reconnect():
+    """The DEALER reconnects underneath when a learner restarts within the link's timeout; the
+    new learner refuses the unknown actor. That re-registration is a new session: it must count
+    as a reconnect whatever the timing, and the actor must register again."""
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = procs.free_port(2)
+    router.bind(f"tcp://127.0.0.1:{port}")
+    events: list[str] = []
+    link = LearnerLink(f"127.0.0.1:{port}", register_msg(), timeout_s=30, on_event=events.append)
+    try:
+        got = pump(link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r))
+        identity = next(i for i, m in got if isinstance(m, wire.Register))
+        router.send_multipart([identity, *wire.encode(wire.Credit(credits=2, policy_version=0))])
+        pump(link, router, lambda r: link.registered)
+        assert events == ["registered"]
+        refuse = wire.encode(wire.Refuse(reason="unknown actor: register first", fatal=False))
+        router.send_multipart([identity, *refuse])  # as a restarted learner answers a heartbeat
+        again = pump(link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r))
+        assert events == ["registered", "reconnect"] and not link.registered
+        assert link.credits == 0
+        # a second refusal before the new registration is answered is the same session
+        router.send_multipart([identity, *refuse])
+        pump(link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r))
+        assert events == ["registered", "reconnect"]
+        router.send_multipart([identity, *wire.encode(wire.Credit(credits=2, policy_version=5))])
+        pump(link, router, lambda r: link.registered)
+        assert events == ["registered", "reconnect", "registered"]
+        assert again  # it asked to register again
+    finally:
+        link.close()
+        router.close(linger=0)
