@@ -40,6 +40,9 @@ class ActorConfig:
     last_action: bool = _f(
         True, "the policy also sees its previous action (must match the learner)"
     )
+    input_norm: bool = _f(
+        True, "the policy standardises each pixel by running moments (must match the learner)"
+    )
     unroll_length: int = _f(32, "agent steps per chunk (T; must match the learner)")
     torch_threads: int = _f(1, "torch CPU threads for inference")
     heartbeat_interval_s: float = _f(1.0, "seconds between heartbeats to the learner")
@@ -131,6 +134,7 @@ class ActorConfig:
             num_actions=num_actions,
             frame_size=self.frame_size,
             last_action=self.last_action,
+            input_norm=self.input_norm,
         )
 
 

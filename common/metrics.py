@@ -172,6 +172,10 @@ class LearnerMetrics:
         self.sgd_steps: Counter = counter(
             "mario_learner_sgd_steps", "Optimizer steps (epochs x minibatches per update)."
         )
+        self.epochs: Gauge = gauge(
+            "mario_learner_epochs",
+            "Passes over each batch in the last update (adapts to the data rate when enabled).",
+        )
         self.clip_fraction: Gauge = gauge(
             "mario_learner_clip_fraction",
             "Last update's share of steps whose PPO surrogate was clipped (0 when off).",

@@ -9,6 +9,13 @@ jumps again, and no stack of frames shows whether it is held. Its embedding is a
 trunk's hidden layer before the ReLU; it starts at zero, so an untrained network ignores it.
 `ModelSpec.last_action = False` builds the network without it.
 
+Input normalisation (`ModelSpec.input_norm`, on by default): each pixel is standardised by the
+running mean and variance of that pixel over the frames trained on, kept as buffers that travel
+with the weights. Mario's frames are mostly a static gray background in which Mario and the
+enemies are a few pixels; with the background near zero the first layer sees what moves.
+Sample Factory normalises its inputs the same way; on 1-1 it roughly doubled the learning per
+frame (docs/LEARNING.md).
+
 Three trunks:
 
 - "small" (default): the network of Mnih et al. 2013 and of A3C (Mnih et al. 2016: 16-8/4,
@@ -43,11 +50,13 @@ class ModelSpec:
     stack: int = 4
     frame_size: int = 84
     last_action: bool = True  # the previous action is an input (IMPALA)
+    input_norm: bool = True  # frames are standardised per pixel by running moments
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelSpec:
-        """A spec as `to_wire` wrote it; specs saved before `last_action` existed lack it."""
-        return cls(**{"last_action": False, **d})
+        """A spec as `to_wire` wrote it; specs saved before `last_action` or `input_norm`
+        existed lack them (and were built without them)."""
+        return cls(**{"last_action": False, "input_norm": False, **d})
 
     def problems(self) -> list[str]:
         out = []
@@ -63,6 +72,31 @@ class ModelSpec:
 
     def to_wire(self) -> dict[str, str | int | float | bool]:
         return dataclasses.asdict(self)
+
+
+# Input normalisation: per-pixel moments over every frame seen, counted up to this many frames and
+# then an exponential average with weight batch / INPUT_NORM_MAX_COUNT (new parts of a level
+# change the moments); the std floor keeps pixels that never change (the HUD's letters) from
+# turning rare changes into huge inputs.
+INPUT_NORM_MAX_COUNT = 100_000.0
+INPUT_NORM_STD_FLOOR = 0.02
+
+
+class Moments(NamedTuple):
+    count: torch.Tensor  # [] frames folded in (capped)
+    mean: torch.Tensor  # [1, 1, H, W]
+    var: torch.Tensor  # [1, 1, H, W] population variance
+
+
+def merge_moments(a: Moments, b: Moments, max_count: float) -> Moments:
+    """Moments of the union of two sets (Chan et al. 1979, the pairwise update), with a's count
+    capped at `max_count` first so old data fades once that many frames were seen."""
+    na = torch.minimum(a.count, (max_count - b.count).clamp(min=0.0))  # no host sync
+    n = na + b.count
+    delta = b.mean - a.mean
+    mean = a.mean + delta * (b.count / n)
+    var = (a.var * na + b.var * b.count + delta**2 * na * b.count / n) / n
+    return Moments(n, mean, var)
 
 
 class PolicyOutput(NamedTuple):
@@ -148,6 +182,31 @@ class ActorCritic(nn.Module):
             nn.init.zeros_(self.last_action.weight)
         self.policy = nn.Linear(self.trunk.out_features, spec.num_actions)
         self.value = nn.Linear(self.trunk.out_features, 1)
+        if spec.input_norm:  # in [0, 1] pixel units; mean 0, variance 1 until data arrives
+            size = (1, 1, spec.frame_size, spec.frame_size)
+            self.register_buffer("input_mean", torch.zeros(size))
+            self.register_buffer("input_var", torch.ones(size))
+            self.register_buffer("input_count", torch.zeros(()))
+
+    @torch.no_grad()
+    def observe_frames(self, frames: torch.Tensor, max_count: float = INPUT_NORM_MAX_COUNT) -> None:
+        """Fold frames [..., H, W] uint8 into the per-pixel running moments (learner only; the
+        actors receive the moments with the weights). A no-op without `input_norm`."""
+        if not self.spec.input_norm:
+            return
+        x = frames.reshape(-1, 1, *frames.shape[-2:]).float() * (1.0 / 255.0)  # [n, 1, H, W]
+        m = merge_moments(
+            Moments(self.input_count, self.input_mean, self.input_var),
+            Moments(
+                torch.tensor(float(x.shape[0]), device=x.device),
+                x.mean(0, keepdim=True),
+                x.var(0, unbiased=False, keepdim=True),
+            ),
+            max_count,
+        )
+        self.input_count.copy_(m.count)
+        self.input_mean.copy_(m.mean)
+        self.input_var.copy_(m.var)
 
     def forward(
         self, frames: torch.Tensor, last_action: torch.Tensor | None = None
@@ -165,6 +224,8 @@ class ActorCritic(nn.Module):
             x = frames.float() * (1.0 / 255.0)
         else:
             x = frames.float()
+        if self.spec.input_norm:  # the static background goes to ~0; what moves stands out
+            x = (x - self.input_mean) / (self.input_var.sqrt() + INPUT_NORM_STD_FLOOR)
         extra = None
         if self.last_action is not None:
             if last_action is None:

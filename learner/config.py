@@ -39,9 +39,12 @@ class LearnerConfig:
     last_action: bool = _f(
         True, "the policy also sees its previous action (IMPALA); actors must match"
     )
+    input_norm: bool = _f(
+        True, "standardise each pixel by running moments (sent with the weights); actors must match"
+    )
     unroll_length: int = _f(32, "agent steps per chunk (T); actors must match")
-    batch_chunks: int = _f(2, "chunks per update (each holds one actor lane's envs)")
-    learning_rate: float = _f(2e-4, "Adam learning rate")
+    batch_chunks: int = _f(8, "chunks per update (each holds one actor lane's envs)")
+    learning_rate: float = _f(2.5e-4, "Adam learning rate")
     adam_eps: float = _f(1e-5, "Adam epsilon")
     discount: float = _f(
         0.9, "discount factor gamma (0.9: dense progress rewards, as Mario PPO/A3C use)"
@@ -53,18 +56,23 @@ class LearnerConfig:
     max_grad_norm: float = _f(40.0, "clip the global gradient norm to this")
     clip_rho_threshold: float = _f(1.0, "V-trace rho-bar")
     clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar for the policy-gradient advantage")
-    epochs: int = _f(1, "passes over each batch (sample reuse; the surrogate keeps it safe)")
-    minibatches: int = _f(1, "optimizer steps per pass, each on a share of whole sequences")
-    ppo_clip: float = _f(
-        0.0, "clip pi/mu to [1/(1+c), 1+c] in a PPO surrogate on V-trace advantages (APPO); 0 = off"
+    epochs: int = _f(
+        4, "passes over each batch, at most (sample reuse; the surrogate keeps it safe)"
     )
-    normalize_advantages: bool = _f(False, "advantages to zero mean, unit std per minibatch")
-    popart: bool = _f(False, "normalise value targets with PopArt, preserving the head's outputs")
-    popart_beta: float = _f(3e-4, "PopArt's step size for the targets' running moments")
+    adaptive_epochs: bool = _f(
+        True, "fewer passes while chunks queue up, more while the learner waits (up to --epochs)"
+    )
+    minibatches: int = _f(2, "optimizer steps per pass, each on a share of whole sequences")
+    ppo_clip: float = _f(
+        0.1, "clip pi/mu to [1/(1+c), 1+c] in a PPO surrogate on V-trace advantages (APPO); 0 = off"
+    )
+    normalize_advantages: bool = _f(True, "advantages to zero mean, unit std per minibatch")
+    popart: bool = _f(True, "normalise value targets with PopArt, preserving the head's outputs")
+    popart_beta: float = _f(3e-3, "PopArt's step size for the targets' running moments")
     replay_capacity: int = _f(
         2048, "prioritized replay size in sequences (chunk envs), on the device; 0 = off"
     )
-    replay_fraction: float = _f(0.5, "share of each batch's sequences drawn from replay")
+    replay_fraction: float = _f(0.0, "share of each batch's sequences drawn from replay (0 = off)")
     replay_alpha: float = _f(0.6, "priority exponent alpha: P(i) ~ p_i^alpha")
     replay_beta: float = _f(0.4, "initial importance-weight exponent beta, annealed to 1")
     replay_beta_anneal_updates: int = _f(100_000, "updates over which beta reaches 1")
@@ -73,7 +81,7 @@ class LearnerConfig:
     )
     replay_min_size: int = _f(64, "sequences in replay before it is sampled")
     max_policy_lag: int = _f(50, "drop chunks whose policy is more than this many updates old")
-    queue_chunks: int = _f(32, "ingest queue capacity; a full queue stops granting credits")
+    queue_chunks: int = _f(8, "ingest queue capacity; a full queue stops granting credits")
     credits_per_actor: int = _f(2, "chunks an actor may have in flight")
     publish_every_updates: int = _f(1, "broadcast weights after this many updates ...")
     publish_interval_s: float = _f(0.5, "... but no more often than this (bounds bandwidth)")
@@ -97,6 +105,7 @@ class LearnerConfig:
             num_actions=self.num_actions,
             frame_size=self.frame_size,
             last_action=self.last_action,
+            input_norm=self.input_norm,
         )
 
     def problems(self) -> list[str]:

@@ -185,6 +185,10 @@ class Ingest:
         self.metrics.ingest_queue_depth.set(len(self.queue))
         return out
 
+    def queued(self) -> int:
+        """Chunks waiting to be trained on."""
+        return len(self.queue)
+
     def drain_episodes(self) -> list[tuple[float, int, wire.EpisodeStats]]:
         """(arrival time, actor id, stats) of every episode reported since the last call."""
         out = []

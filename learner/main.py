@@ -19,7 +19,8 @@ from common import curve, status, wire
 from common.gpu import GpuCollector
 from common.metrics import LearnerMetrics, MetricsPortError, RateWindow, serve
 from common.model import ActorCritic, ModelSpec
-from learner import checkpoint
+from common.stacking import STACK
+from learner import checkpoint, reuse
 from learner.batching import collate
 from learner.config import LearnerConfig
 from learner.ingest import BindError, Ingest, IngestSettings
@@ -162,6 +163,13 @@ class TrainLoop:
                 self.ingest, self.model_spec.to_wire(), cfg.weights_dtype, metrics
             )
             self.rate = RateWindow(30.0)
+            replayed = cfg.replay_fraction / (1 - cfg.replay_fraction) if self.mixer else 0.0
+            self.reuse_limits = reuse.ReuseLimits(
+                max_epochs=cfg.epochs,
+                max_sample_insert_ratio=cfg.replay_max_sample_insert_ratio,
+                sequences_per_fresh=1.0 + replayed,
+            )
+            self.epochs = reuse.epoch_cap(self.reuse_limits)
             self.replay_rate = RateWindow(30.0)
             self._skipped_reported = 0
             self._status_window = status.StatusWindow()
@@ -184,7 +192,7 @@ class TrainLoop:
             raise SystemExit(
                 f"learner: checkpoint {path} holds model {saved.to_wire()}, but the config asks "
                 f"for {self.model_spec.to_wire()}; use another --run-dir or the matching "
-                "--arch/--action-set/--[no-]last-action"
+                "--arch/--action-set/--[no-]last-action/--[no-]input-norm"
             )
         self.model.load_state_dict(state["model"])
         self.learner.optimizer.load_state_dict(state["optimizer"])
@@ -275,6 +283,7 @@ class TrainLoop:
                 self.metrics.policy_lag.observe(version - c.policy_version)
                 self.metrics.chunk_latency.observe(max(0.0, now - c.send_time))
             batch = collate(chunks, self.device)
+            self.model.observe_frames(batch.frames[STACK - 1 : -1])  # each fresh frame once
             steps = batch.unroll_length * batch.num_sequences
             mixed = None
             if self.mixer is not None:
@@ -282,7 +291,7 @@ class TrainLoop:
                 mixed = self.mixer.mix(batch, self.learner.updates)
                 self.metrics.replay_sample_seconds.observe(time.perf_counter() - sample_start)
                 batch = mixed.batch
-            stats = self.learner.step(batch)
+            stats = self.learner.step(batch, epochs=self.epochs)
             if mixed is not None:
                 self.mixer.after_update(mixed, stats.priorities)
                 replayed = (batch.num_sequences - mixed.fresh) * batch.unroll_length
@@ -293,6 +302,16 @@ class TrainLoop:
             self.env_frames += frames
             self.rate.add(steps)
             elapsed = time.perf_counter() - compute_start
+            self.metrics.epochs.set(stats.epochs)
+            if cfg.adaptive_epochs:
+                self.epochs = reuse.next_epochs(
+                    stats.epochs,
+                    self.reuse_limits,
+                    queued_chunks=self.ingest.queued(),
+                    batch_chunks=cfg.batch_chunks,
+                    wait_s=compute_start - wait_start,
+                    compute_s=elapsed,
+                )
             self.metrics.compute_seconds.inc(elapsed)
             self.metrics.update_seconds.observe(elapsed)
             self.metrics.updates.inc()
@@ -367,6 +386,7 @@ class TrainLoop:
             "entropy": entropy,
             "grad_norm": float(stats.grad_norm),
             "clip_fraction": clip_fraction,
+            "epochs": stats.epochs,
             "value_scale": value_scale,
             "sgd_steps": self.learner.sgd_steps,
             **loss,

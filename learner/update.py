@@ -75,6 +75,7 @@ class UpdateStats(NamedTuple):
     priorities: torch.Tensor  # [N] mean |v_s - V(x_s)| per sequence, from the first pass
     clip_fraction: torch.Tensor  # share of steps whose surrogate took the clipped branch
     sgd_steps: int  # optimizer steps taken (epochs x minibatches)
+    epochs: int  # passes made over the batch
 
 
 def final_stacks(batch: Batch) -> torch.Tensor:
@@ -271,7 +272,11 @@ class Learner:
         self.sgd_steps = 0
         self._generator = torch.Generator().manual_seed(seed)  # minibatch splits, on the host
 
-    def step(self, batch: Batch) -> UpdateStats:
+    def step(self, batch: Batch, epochs: int | None = None) -> UpdateStats:
+        """One update: `epochs` passes (default: the hyperparameters') of `minibatches` steps."""
+        passes = self.hyper.epochs if epochs is None else epochs
+        if passes < 1:
+            raise ValueError(f"epochs must be >= 1, got {passes}")
         self.model.train()
         n = batch.num_sequences
         device = batch.actions.device
@@ -280,7 +285,7 @@ class Learner:
         steps = 0
         grad_norm = torch.zeros((), device=device)
         whole = self.hyper.minibatches == 1
-        for epoch in range(self.hyper.epochs):
+        for epoch in range(passes):
             parts = (
                 [None]
                 if whole
@@ -314,5 +319,13 @@ class Learner:
         self.sgd_steps += steps
         means = sums / steps
         return UpdateStats(
-            means[0], means[1], means[2], means[3], grad_norm.detach(), priorities, means[4], steps
+            means[0],
+            means[1],
+            means[2],
+            means[3],
+            grad_norm.detach(),
+            priorities,
+            means[4],
+            steps,
+            passes,
         )

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from common.model import ActorCritic, ModelSpec
+from common.model import INPUT_NORM_STD_FLOOR, ActorCritic, ModelSpec, Moments, merge_moments
 
 
 @pytest.mark.parametrize("arch", ["small", "nature", "resnet"])
@@ -30,7 +30,10 @@ def test_bad_spec_lists_every_problem():
 def _reference_hidden(model: ActorCritic, x: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
     """The trunk's hidden layer written out: ReLU(W conv(x) + b + E[last])."""
     trunk = model.trunk
-    z = trunk.fc(trunk.convs(x.float() / 255))
+    pixels = x.float() / 255
+    if model.spec.input_norm:
+        pixels = (pixels - model.input_mean) / (model.input_var.sqrt() + INPUT_NORM_STD_FLOOR)
+    z = trunk.fc(trunk.convs(pixels))
     return torch.relu(z + model.last_action.weight[last])
 
 
@@ -61,5 +64,61 @@ def test_a_spec_without_previous_action_ignores_it():
 
 def test_specs_saved_before_the_previous_action_load_without_it():
     old = {"arch": "small", "num_actions": 7, "stack": 4, "frame_size": 84}
-    assert ModelSpec.from_dict(old) == ModelSpec(last_action=False)
+    assert ModelSpec.from_dict(old) == ModelSpec(last_action=False, input_norm=False)
     assert ModelSpec.from_dict(ModelSpec().to_wire()) == ModelSpec()
+
+
+# ---- input normalisation ---------------------------------------------------------------------
+
+
+def _moments(x: torch.Tensor) -> Moments:
+    x = x.double()
+    return Moments(
+        torch.tensor(float(x.shape[0])),
+        x.mean(0, keepdim=True),
+        x.var(0, unbiased=False, keepdim=True),
+    )
+
+
+def test_merged_moments_equal_those_of_the_concatenation():
+    g = torch.Generator().manual_seed(0)
+    a = torch.rand(37, 1, 5, 5, generator=g, dtype=torch.float64)
+    b = torch.rand(11, 1, 5, 5, generator=g, dtype=torch.float64) * 3 + 1
+    got = merge_moments(_moments(a), _moments(b), max_count=1e9)
+    want = _moments(torch.cat([a, b]))
+    for x, y in zip(got, want, strict=True):
+        torch.testing.assert_close(x, y)
+
+
+def test_moments_past_the_cap_become_an_exponential_average():
+    a = _moments(torch.zeros(100, 1, 2, 2))
+    b = _moments(torch.ones(10, 1, 2, 2))
+    got = merge_moments(a, b, max_count=50.0)  # a counts as 40 frames: the batch weighs 10/50
+    assert float(got.count) == 50.0
+    torch.testing.assert_close(got.mean, torch.full((1, 1, 2, 2), 0.2, dtype=torch.float64))
+    # a batch larger than the cap replaces the moments
+    big = merge_moments(a, _moments(torch.ones(80, 1, 2, 2)), max_count=50.0)
+    torch.testing.assert_close(big.mean, torch.ones(1, 1, 2, 2, dtype=torch.float64))
+
+
+def test_observed_frames_standardise_the_input_and_travel_with_the_weights():
+    torch.manual_seed(1)
+    model = ActorCritic(ModelSpec(num_actions=5))
+    frames = torch.randint(0, 256, (6, 3, 84, 84), dtype=torch.uint8)
+    frames[:, :, :10] = 200  # a static band: variance 0, held off by the floor
+    model.observe_frames(frames)
+    pixels = frames.reshape(-1, 1, 84, 84).float() / 255
+    torch.testing.assert_close(model.input_mean, pixels.mean(0, keepdim=True))
+    torch.testing.assert_close(model.input_var, pixels.var(0, unbiased=False, keepdim=True))
+    assert float(model.input_count) == 18
+    x = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
+    last = torch.tensor([5, 5])
+    torch.testing.assert_close(
+        model(x, last).logits, model.policy(_reference_hidden(model, x, last))
+    )
+    copy = ActorCritic(ModelSpec(num_actions=5))  # an actor's model, loaded from the broadcast
+    copy.load_state_dict(model.state_dict())
+    torch.testing.assert_close(copy(x).logits, model(x).logits)
+    plain = ActorCritic(ModelSpec(num_actions=5, input_norm=False))
+    assert not any(name.startswith("input_") for name in plain.state_dict())
+    plain.observe_frames(frames)  # a no-op without input_norm

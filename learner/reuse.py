@@ -1,0 +1,61 @@
+"""How many passes the learner makes over each batch: as many as it can while keeping up.
+
+A learner that is faster than its actors waits for data; it can spend that time on more passes
+over each batch (sample reuse, kept safe by the clipped surrogate). A learner that is slower than
+its actors lets chunks queue up, and every queued chunk is older policy data: each extra pass then
+costs policy lag and buys nothing. `next_epochs` moves the pass count one step at a time between
+those two signals, after every update:
+
+- a full batch already waiting when the update ends: the learner is behind; one pass fewer;
+- the learner waited for data for more than `wait_share_up` of the last update cycle: it has time
+  to spare; one pass more;
+- never above `max_epochs` nor above what the sample:insert limit allows
+  (passes x sequences per fresh sequence), never below 1.
+
+Pure: the train loop feeds it the queue depth and the cycle's wait and compute times.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+
+class ReuseLimits(NamedTuple):
+    max_epochs: int  # the configured --epochs
+    max_sample_insert_ratio: float  # sequences trained on per fresh sequence, at most
+    sequences_per_fresh: float  # sequences in a batch per fresh one (1 + replayed share)
+    wait_share_up: float = 0.2  # add a pass when the loop waited more than this share
+
+
+def epoch_cap(limits: ReuseLimits) -> int:
+    """The most passes the limits allow: max_epochs, and passes x sequences_per_fresh within the
+    sample:insert ratio (at least 1)."""
+    by_ratio = math.floor(limits.max_sample_insert_ratio / limits.sequences_per_fresh + 1e-9)
+    return max(1, min(limits.max_epochs, by_ratio))
+
+
+def next_epochs(
+    current: int,
+    limits: ReuseLimits,
+    *,
+    queued_chunks: int,
+    batch_chunks: int,
+    wait_s: float,
+    compute_s: float,
+) -> int:
+    """The pass count for the next update.
+
+    Args:
+        current: passes made in the update that just ended.
+        queued_chunks: chunks waiting in the ingest queue as it ended.
+        batch_chunks: chunks one update takes.
+        wait_s, compute_s: the loop's time waiting for that update's data and computing it.
+    """
+    cap = epoch_cap(limits)
+    if queued_chunks >= batch_chunks:
+        return max(1, min(cap, current - 1))
+    cycle = wait_s + compute_s
+    if cycle > 0 and wait_s / cycle > limits.wait_share_up:
+        return min(cap, current + 1)
+    return max(1, min(cap, current))
