@@ -59,8 +59,8 @@ class LearnerConfig:
     epochs: int = _f(
         4, "passes over each batch, at most (sample reuse; the surrogate keeps it safe)"
     )
-    adaptive_epochs: bool = _f(
-        True, "fewer passes while chunks queue up, more while the learner waits (up to --epochs)"
+    max_epochs: int = _f(
+        8, "a learner that waits for data adds passes up to this (and the sample:insert limit)"
     )
     minibatches: int = _f(2, "optimizer steps per pass, each on a share of whole sequences")
     ppo_clip: float = _f(
@@ -77,7 +77,9 @@ class LearnerConfig:
     replay_beta: float = _f(0.4, "initial importance-weight exponent beta, annealed to 1")
     replay_beta_anneal_updates: int = _f(100_000, "updates over which beta reaches 1")
     replay_max_sample_insert_ratio: float = _f(
-        4.0, "rate limit: sequences sampled per sequence inserted (skip replay above)"
+        8.0,
+        "sample:insert limit: sequences trained on per fresh one, all passes and replay counted "
+        "(caps --max-epochs; replay is skipped above it)",
     )
     replay_min_size: int = _f(64, "sequences in replay before it is sampled")
     max_policy_lag: int = _f(50, "drop chunks whose policy is more than this many updates old")
@@ -177,6 +179,8 @@ class LearnerConfig:
             out.append(
                 "replay_max_sample_insert_ratio must be > 0 and replay_beta_anneal_updates >= 1"
             )
+        if self.max_epochs < self.epochs:
+            out.append(f"max_epochs ({self.max_epochs}) must be >= epochs ({self.epochs})")
         if self.ppo_clip < 0:
             out.append(f"ppo_clip must be >= 0 (0 = IMPALA's policy gradient), got {self.ppo_clip}")
         if not 0 < self.popart_beta <= 1:

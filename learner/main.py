@@ -165,11 +165,12 @@ class TrainLoop:
             self.rate = RateWindow(30.0)
             replayed = cfg.replay_fraction / (1 - cfg.replay_fraction) if self.mixer else 0.0
             self.reuse_limits = reuse.ReuseLimits(
-                max_epochs=cfg.epochs,
+                min_epochs=cfg.epochs,
+                max_epochs=cfg.max_epochs,
                 max_sample_insert_ratio=cfg.replay_max_sample_insert_ratio,
                 sequences_per_fresh=1.0 + replayed,
             )
-            self.epochs = reuse.epoch_cap(self.reuse_limits)
+            self.epochs = cfg.epochs
             self.replay_rate = RateWindow(30.0)
             self._skipped_reported = 0
             self._status_window = status.StatusWindow()
@@ -303,7 +304,7 @@ class TrainLoop:
             self.rate.add(steps)
             elapsed = time.perf_counter() - compute_start
             self.metrics.epochs.set(stats.epochs)
-            if cfg.adaptive_epochs:
+            if cfg.max_epochs > cfg.epochs:
                 self.epochs = reuse.next_epochs(
                     stats.epochs,
                     self.reuse_limits,

@@ -1,16 +1,17 @@
-"""How many passes the learner makes over each batch: as many as it can while keeping up.
+"""How many passes the learner makes over each batch: more while it would otherwise wait.
 
-A learner that is faster than its actors waits for data; it can spend that time on more passes
-over each batch (sample reuse, kept safe by the clipped surrogate). A learner that is slower than
-its actors lets chunks queue up, and every queued chunk is older policy data: each extra pass then
-costs policy lag and buys nothing. `next_epochs` moves the pass count one step at a time between
-those two signals, after every update:
+A learner that is faster than its actors (a GPU beside CPU actors) waits for data; it can spend
+that time on more passes over each batch (sample reuse, kept safe by the clipped surrogate). Once
+it is the slower side, chunks queue up and every queued chunk is older policy data, so extra
+passes beyond the configured ones cost policy lag. `next_epochs` moves the pass count one step at
+a time between those two signals, after every update:
 
-- a full batch already waiting when the update ends: the learner is behind; one pass fewer;
 - the learner waited for data for more than `wait_share_up` of the last update cycle: it has time
   to spare; one pass more;
-- never above `max_epochs` nor above what the sample:insert limit allows
-  (passes x sequences per fresh sequence), never below 1.
+- a full batch already waiting when the update ends: the learner is behind; one pass fewer;
+- never below `min_epochs` (the configured `--epochs`: what the recipe needs, also where a CPU
+  learner shares its cores with the actors and is always "behind"), never above `max_epochs` nor
+  above what the sample:insert limit allows (passes x sequences per fresh sequence).
 
 Pure: the train loop feeds it the queue depth and the cycle's wait and compute times.
 """
@@ -22,7 +23,8 @@ from typing import NamedTuple
 
 
 class ReuseLimits(NamedTuple):
-    max_epochs: int  # the configured --epochs
+    min_epochs: int  # the configured --epochs
+    max_epochs: int  # the configured --max-epochs
     max_sample_insert_ratio: float  # sequences trained on per fresh sequence, at most
     sequences_per_fresh: float  # sequences in a batch per fresh one (1 + replayed share)
     wait_share_up: float = 0.2  # add a pass when the loop waited more than this share
@@ -30,9 +32,9 @@ class ReuseLimits(NamedTuple):
 
 def epoch_cap(limits: ReuseLimits) -> int:
     """The most passes the limits allow: max_epochs, and passes x sequences_per_fresh within the
-    sample:insert ratio (at least 1)."""
+    sample:insert ratio (never below min_epochs)."""
     by_ratio = math.floor(limits.max_sample_insert_ratio / limits.sequences_per_fresh + 1e-9)
-    return max(1, min(limits.max_epochs, by_ratio))
+    return max(limits.min_epochs, min(limits.max_epochs, by_ratio))
 
 
 def next_epochs(
@@ -52,10 +54,10 @@ def next_epochs(
         batch_chunks: chunks one update takes.
         wait_s, compute_s: the loop's time waiting for that update's data and computing it.
     """
-    cap = epoch_cap(limits)
+    cap, floor = epoch_cap(limits), limits.min_epochs
     if queued_chunks >= batch_chunks:
-        return max(1, min(cap, current - 1))
+        return max(floor, min(cap, current - 1))
     cycle = wait_s + compute_s
     if cycle > 0 and wait_s / cycle > limits.wait_share_up:
         return min(cap, current + 1)
-    return max(1, min(cap, current))
+    return max(floor, min(cap, current))

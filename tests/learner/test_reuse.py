@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from learner.reuse import ReuseLimits, epoch_cap, next_epochs
 
-LIMITS = ReuseLimits(max_epochs=4, max_sample_insert_ratio=8.0, sequences_per_fresh=1.0)
+LIMITS = ReuseLimits(
+    min_epochs=1, max_epochs=4, max_sample_insert_ratio=8.0, sequences_per_fresh=1.0
+)
 
 
 def step(current: int, queued: int, wait_s: float, compute_s: float, limits=LIMITS) -> int:
@@ -28,12 +30,20 @@ def test_a_balanced_learner_keeps_its_pass_count():
 
 
 def test_the_sample_insert_limit_caps_the_passes():
-    with_replay = ReuseLimits(max_epochs=8, max_sample_insert_ratio=4.0, sequences_per_fresh=2.0)
+    with_replay = ReuseLimits(1, max_epochs=8, max_sample_insert_ratio=4.0, sequences_per_fresh=2.0)
     assert epoch_cap(with_replay) == 2  # 2 passes x 2 sequences per fresh one = ratio 4
     assert step(2, queued=0, wait_s=9.0, compute_s=1.0, limits=with_replay) == 2
-    tight = ReuseLimits(max_epochs=8, max_sample_insert_ratio=1.5, sequences_per_fresh=2.0)
+    tight = ReuseLimits(1, max_epochs=8, max_sample_insert_ratio=1.5, sequences_per_fresh=2.0)
     assert epoch_cap(tight) == 1  # never below one pass
 
 
 def test_a_lowered_cap_applies_at_once():
     assert step(6, queued=0, wait_s=0.0, compute_s=1.0) == 4
+
+
+def test_never_below_the_configured_passes():
+    """A CPU learner sharing cores with its actors is always behind: it keeps --epochs."""
+    limits = ReuseLimits(4, max_epochs=8, max_sample_insert_ratio=32.0, sequences_per_fresh=1.0)
+    assert step(4, queued=8, wait_s=0.0, compute_s=2.0, limits=limits) == 4
+    assert step(4, queued=0, wait_s=3.0, compute_s=1.0, limits=limits) == 5
+    assert step(6, queued=8, wait_s=0.0, compute_s=2.0, limits=limits) == 5

@@ -1,0 +1,123 @@
+"""Learning per frame, without the system around it: one process, actor lanes and learner in turn.
+
+    python scripts/sync_probe.py --frames 400000 --out runs/probe-a.jsonl -- [learner flags]
+
+The actor's own lane and inference code (`actor.rollout`) plays K envs; every finished chunk goes
+through the wire format and the learner's host conversion and batching, exactly as in a run; the
+learner's `Learner.step` trains on each batch of `--batch-chunks` chunks, then the acting model
+takes the new weights. So the policy lag is zero and the only clock is env frames: the curve says
+what an algorithm setting learns per frame, apart from throughput and lag. Each finished episode is
+one JSON line (env frames, max x, flag, outcome); a table of mean max x per `--window-frames`
+window is printed at the end.
+
+Learner flags (after `--`) are those of `python -m learner` (defaults included), so a setting that
+wins here is one flag away from `make train`. One torch thread, so two probes can run side by side
+on two cores and be compared on the frame axis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from actor.config import ActorConfig  # noqa: E402
+from actor.main import to_wire_chunk  # noqa: E402
+from actor.rollout import Lane, infer_and_act  # noqa: E402
+from common import config as config_io  # noqa: E402
+from common import wire  # noqa: E402
+from common.env import EnvSpec, build_envs  # noqa: E402
+from common.model import ActorCritic  # noqa: E402
+from learner.batching import collate  # noqa: E402
+from learner.config import LearnerConfig  # noqa: E402
+from learner.ingest import to_host  # noqa: E402
+from learner.main import build_training  # noqa: E402
+
+
+def probe(
+    cfg: LearnerConfig, level: str, envs: int, frames: int, out: Path, seed: int
+) -> list[dict]:
+    torch.manual_seed(seed)
+    device = torch.device("cpu")
+    learner, mixer = build_training(cfg, device)
+    if mixer is not None:
+        raise SystemExit("sync_probe: replay is not probed here; pass --replay-fraction 0")
+    acting = ActorCritic(cfg.model_spec()).eval()
+    acting.load_state_dict(learner.model.state_dict())
+    actor_cfg = ActorConfig(level=level, unroll_length=cfg.unroll_length, action_set=cfg.action_set)
+    spec: EnvSpec = actor_cfg.env_spec()
+    lane = Lane(build_envs(spec, envs), cfg.unroll_length, cfg.num_actions)
+    rng = np.random.default_rng(seed)
+    episodes: list[dict] = []
+    pending = []
+    done = 0
+    start = time.perf_counter()
+    with open(out, "w") as log:
+        while done < frames:
+            infer_and_act(acting, lane, rng, learner.updates)
+            done += lane.step() * spec.frame_skip
+            for chunk in lane.take_finished():
+                for e in chunk.episodes:
+                    row = {"env_frames": done, "max_x": e.max_x, "flag": e.flag}
+                    row |= {"outcome": e.outcome, "time_s": time.perf_counter() - start}
+                    episodes.append(row)
+                    log.write(json.dumps(row) + "\n")
+                msg = wire.decode(wire.encode(to_wire_chunk(actor_cfg, "probe", 0, chunk)))
+                pending.append(to_host(msg, spec.frame_skip, pin=False))
+                if len(pending) == cfg.batch_chunks:
+                    batch = collate(pending, device)
+                    learner.model.observe_frames(batch.frames[3:-1])
+                    learner.step(batch)
+                    acting.load_state_dict(learner.model.state_dict())
+                    pending = []
+            log.flush()
+    return episodes
+
+
+def windows(episodes: list[dict], window_frames: int) -> list[tuple[int, int, float, float]]:
+    """(window end, episodes, mean max x, flag rate) per full window of env frames."""
+    out = []
+    end = window_frames
+    last = max((e["env_frames"] for e in episodes), default=0)
+    while end <= last:
+        sel = [e for e in episodes if end - window_frames < e["env_frames"] <= end]
+        if sel:
+            mean = float(np.mean([e["max_x"] for e in sel]))
+            out.append((end, len(sel), mean, float(np.mean([e["flag"] for e in sel]))))
+        end += window_frames
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ours, learner_argv = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    )
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--frames", type=int, default=400_000, help="env frames to play")
+    p.add_argument("--envs", type=int, default=4, help="envs in the lane (K)")
+    p.add_argument("--level", default="1-1")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--window-frames", type=int, default=50_000)
+    p.add_argument("--out", type=Path, required=True, help="episodes, one JSON line each")
+    args = p.parse_args(ours)
+    cfg = config_io.load(
+        LearnerConfig, learner_argv, prog="sync_probe (learner flags)", description=""
+    )
+    torch.set_num_threads(1)
+    episodes = probe(cfg, args.level, args.envs, args.frames, args.out, args.seed)
+    print("| env frames | episodes | mean max x | flag rate |\n|---|---|---|---|")
+    for end, n, mean, flags in windows(episodes, args.window_frames):
+        print(f"| {end:,} | {n} | {mean:,.0f} | {flags:.1%} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
