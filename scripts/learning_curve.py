@@ -91,6 +91,58 @@ def windows(eps: Episodes, window_s: float, until_s: float | None = None) -> lis
     return out
 
 
+# Sample Factory 2.1.1 APPO on a 2-core machine like the project's dev machines, same env stack
+# (skip 4, gray 84x84, stack 4, SIMPLE_MOVEMENT, game reward x 0.1, gamma 0.9): mean max x per
+# 2-minute window over its first 10 minutes, and the env frames at each window's end (466 k at 10
+# minutes, ~773 frames/s). A peer's measured curve, drawn for reference.
+SAMPLE_FACTORY_1_1 = (
+    (120.0, 93_000, 800.0),
+    (240.0, 186_000, 870.0),
+    (360.0, 280_000, 1_008.0),
+    (480.0, 373_000, 1_172.0),
+    (600.0, 466_000, 1_415.0),
+)
+# A uniformly random policy on 1-1 with the 100-step no-progress cutoff (200 episodes).
+RANDOM_1_1 = 637.0
+
+
+def plot_curves(runs: dict[str, list[Window]], path: Path, reference: bool = True) -> None:
+    """Mean max x and flag rate per window against env frames (left) and minutes (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharey="row")
+    for name, ws in runs.items():
+        ws = [w for w in ws if w.mean_max_x is not None]
+        frames = [w.env_frames / 1e6 for w in ws]
+        minutes = [w.end_s / 60 for w in ws]
+        for col, xs in enumerate((frames, minutes)):
+            axes[0, col].plot(xs, [w.mean_max_x for w in ws], marker="o", label=name)
+            axes[1, col].plot(xs, [100 * (w.flag_rate or 0.0) for w in ws], marker="o", label=name)
+    if reference:
+        sf = SAMPLE_FACTORY_1_1
+        axes[0, 0].plot(
+            [f / 1e6 for _, f, _ in sf], [x for *_, x in sf], "k--", label="Sample Factory"
+        )
+        axes[0, 1].plot(
+            [t / 60 for t, *_ in sf], [x for *_, x in sf], "k--", label="Sample Factory"
+        )
+        for col in (0, 1):
+            axes[0, col].axhline(RANDOM_1_1, color="gray", linestyle=":", label="random policy")
+    axes[0, 0].set_ylabel("mean max x per window")
+    axes[1, 0].set_ylabel("flag rate per window (%)")
+    axes[1, 0].set_xlabel("env frames (millions)")
+    axes[1, 1].set_xlabel("minutes since the learner started")
+    for ax in axes.flat:
+        ax.grid(alpha=0.3)
+    axes[0, 1].legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
@@ -115,7 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--window-s", type=float, default=120.0, help="window length in seconds")
     p.add_argument("--until-s", type=float, default=None, help="ignore episodes after this")
     p.add_argument("--level", default=None, help="only this level's episodes (default: all)")
+    p.add_argument("--plot", type=Path, default=None, help="also draw the curves into this PNG")
+    p.add_argument(
+        "--no-reference", action="store_true", help="leave out Sample Factory and random on 1-1"
+    )
     args = p.parse_args(argv)
+    curves: dict[str, list[Window]] = {}
     for run in args.runs:
         path = run / "episodes.jsonl"
         if not path.exists():
@@ -124,10 +181,14 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         eps = read_episodes(path, args.level)
-        print(table(str(run), windows(eps, args.window_s, args.until_s)))
+        curves[run.name] = windows(eps, args.window_s, args.until_s)
+        print(table(str(run), curves[run.name]))
         if eps.malformed:
             print(f"({eps.malformed} malformed lines skipped)")
         print()
+    if args.plot:
+        plot_curves(curves, args.plot, reference=not args.no_reference)
+        print(f"wrote {args.plot}")
     return 0
 
 

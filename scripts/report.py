@@ -23,6 +23,9 @@ matplotlib.use("Agg")  # files only: never look for a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import learning_curve  # noqa: E402
+
 
 class Figure(NamedTuple):
     name: str  # file stem: RUN/report/<name>.png
@@ -224,7 +227,10 @@ class ReportError(Exception):
     """Nothing to report: the run dir or its metrics log is missing or holds no rows."""
 
 
-def report(run_dir: Path, out: Path) -> tuple[dict[str, Any], MetricsLog]:
+def report(
+    run_dir: Path, out: Path, compare: list[Path] | None = None
+) -> tuple[dict[str, Any], MetricsLog]:
+    compare = compare or []
     path = run_dir / "metrics.jsonl"
     if not run_dir.is_dir():
         raise ReportError(f"run dir {run_dir} does not exist; pass RUN=<run dir>")
@@ -244,18 +250,43 @@ def report(run_dir: Path, out: Path) -> tuple[dict[str, Any], MetricsLog]:
             evaluation = json.loads(eval_path.read_text())
         except ValueError:
             evaluation = None
-    (out / "REPORT.md").write_text(render(run_dir, summary, log.malformed, evaluation))
+    text = render(run_dir, summary, log.malformed, evaluation)
+    text += _curves(run_dir, compare, out)
+    (out / "REPORT.md").write_text(text)
     return summary, log
+
+
+def _curves(run_dir: Path, compare: list[Path], out: Path) -> str:
+    """The learning curve per 2-minute window from RUN/episodes.jsonl (and the runs compared),
+    beside Sample Factory's and a random policy's on 1-1; empty if the run has no episode log."""
+    runs = [run_dir, *compare]
+    curves = {}
+    for run in runs:
+        path = run / "episodes.jsonl"
+        if path.is_file():
+            try:
+                curves[run.name] = learning_curve.windows(learning_curve.read_episodes(path), 120.0)
+            except ValueError:
+                continue
+    if not curves:
+        return ""
+    learning_curve.plot_curves(curves, out / "curve.png")
+    tables = "\n\n".join(learning_curve.table(name, ws) for name, ws in curves.items())
+    title = "Learning curve (2-minute windows of training episodes)"
+    return f"\n## {title}\n\n![{title}](curve.png)\n\n{tables}\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="report", description=__doc__.split("\n\n")[0])
     p.add_argument("--run-dir", type=Path, required=True, help="run directory with metrics.jsonl")
     p.add_argument("--out", type=Path, help="output directory (default: RUN/report)")
+    p.add_argument(
+        "--compare", type=Path, nargs="*", default=[], help="other run dirs drawn on the curve"
+    )
     args = p.parse_args(argv)
     out = args.out or args.run_dir / "report"
     try:
-        summary, log = report(args.run_dir, out)
+        summary, log = report(args.run_dir, out, args.compare)
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
