@@ -94,6 +94,7 @@ class LearnerConfig:
     actor_timeout_s: float = _f(15.0, "forget an actor silent for this long and return its credits")
     max_updates: int = _f(0, "stop after this many updates (0 = run until stopped)")
     status_interval_s: float = _f(0.0, "print a one-line status to stderr this often (0 = off)")
+    torch_threads: int = _f(0, "torch CPU threads (0 = torch's default, one per core)")
     seed: int = _f(0, "random seed")
     log_level: str = _f("INFO", "logging level")
 
@@ -155,6 +156,7 @@ class LearnerConfig:
             if getattr(self, name) <= 0:
                 out.append(f"{name} must be > 0, got {getattr(self, name)}")
         for name in (
+            "torch_threads",
             "reward_clip",
             "baseline_cost",
             "entropy_cost",

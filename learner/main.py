@@ -442,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=cfg.log_level.upper(), format="%(asctime)s learner %(levelname)s %(message)s"
     )
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
     metrics = LearnerMetrics()
     try:
         loop = TrainLoop(cfg, metrics)

@@ -51,6 +51,19 @@ def tail(path: Path | None, lines: int = 8) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
+def learner_argv(args: argparse.Namespace, run_dir: Path, host: str, port: str) -> list[str]:
+    return [
+        *(PY, "-m", "learner", "--run-dir", str(run_dir), "--host", host, "--port", port),
+        *("--metrics-port", str(args.learner_metrics_port)),
+        # The learner shares the box with an actor on every other core: a second OpenMP thread
+        # mostly waits at barriers for a descheduled peer (an update took 3x longer with 2 threads
+        # than with 1 beside a running actor; docs/PERFORMANCE.md). LEARNER_ARGS come after, so
+        # --torch-threads there overrides.
+        *("--torch-threads", "1"),
+        *args.learner_args.split(),
+    ]
+
+
 def actor_argv(i: int, args: argparse.Namespace, extra: list[str]) -> list[str]:
     argv = [PY, "-m", "actor", "--actor-id", str(i), "--learner", args.learner]
     if args.metrics_base_port:
@@ -201,20 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "train":
         learner = Proc(
             "learner",
-            [
-                PY,
-                "-m",
-                "learner",
-                "--run-dir",
-                str(run_dir),
-                "--host",
-                host,
-                "--port",
-                port,
-                "--metrics-port",
-                str(args.learner_metrics_port),
-                *args.learner_args.split(),
-            ],
+            learner_argv(args, run_dir, host, port),
             logs / "learner.log",
         )
         procs.append(learner)

@@ -210,6 +210,7 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
                     *("--port", str(port), "--metrics-port", str(learner_metrics)),
                     *("--device", "cpu", "--batch-chunks", "2", "--unroll-length", "16"),
                     *("--checkpoint-interval-s", "600"),
+                    *("--replay-fraction", "0.5"),  # replay is off by default; its panels too
                 ],
                 logs[0],
             )

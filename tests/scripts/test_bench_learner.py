@@ -26,9 +26,9 @@ def test_synthetic_chunks_collate_into_the_learners_batch_layout():
 
 
 def test_update_timing_trains_on_mixed_batches():
-    cfg = LearnerConfig(batch_chunks=1, unroll_length=8, replay_min_size=4)
+    cfg = LearnerConfig(batch_chunks=1, unroll_length=8, replay_min_size=4, replay_fraction=0.5)
     row = bench_learner.time_updates(cfg, 4, torch.device("cpu"), iters=2, repeats=1)
-    assert row["sequences_per_update"] == 8  # 4 fresh + 4 replayed at the default fraction 0.5
+    assert row["sequences_per_update"] == 8  # 4 fresh + 4 replayed at fraction 0.5
     assert row["replay_skipped_in_timed_updates"] == 0
     assert row["ms_per_update"] > 0
     assert row["fresh_env_frames_per_s"] == pytest.approx(

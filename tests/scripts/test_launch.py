@@ -45,3 +45,13 @@ def test_flags_after_double_dash_override_the_choice():
     argv = argv_for(cores, ["--lanes", "2"])
     assert lanes(argv) == "2"
     assert argv.index("--metrics-port") < argv.index("--lanes")
+
+
+def test_the_learner_beside_local_actors_runs_one_torch_thread_unless_told_otherwise():
+    def threads(learner_args: str) -> str:
+        args = argparse.Namespace(learner_metrics_port=9000, learner_args=learner_args)
+        argv = launcher().learner_argv(args, Path("runs/x"), "127.0.0.1", "5555")
+        return [argv[i + 1] for i, a in enumerate(argv) if a == "--torch-threads"][-1]
+
+    assert threads("--device auto") == "1"
+    assert threads("--device auto --torch-threads 2") == "2"  # LEARNER_ARGS win
