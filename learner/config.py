@@ -60,7 +60,7 @@ class LearnerConfig:
         4, "passes over each batch, at most (sample reuse; the surrogate keeps it safe)"
     )
     max_epochs: int = _f(
-        8, "a learner that waits for data adds passes up to this (and the sample:insert limit)"
+        8, "a GPU learner that waits for data adds passes up to this (and the sample:insert limit)"
     )
     minibatches: int = _f(2, "optimizer steps per pass, each on a share of whole sequences")
     ppo_clip: float = _f(

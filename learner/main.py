@@ -171,6 +171,9 @@ class TrainLoop:
                 sequences_per_fresh=1.0 + replayed,
             )
             self.epochs = cfg.epochs
+            # Waiting means idle hardware only when the learner has a device of its own: a CPU
+            # learner's wait is CPU time its actors use on the same cores.
+            self.adapt_epochs = cfg.max_epochs > cfg.epochs and self.device.type == "cuda"
             self.replay_rate = RateWindow(30.0)
             self._skipped_reported = 0
             self._status_window = status.StatusWindow()
@@ -304,7 +307,7 @@ class TrainLoop:
             self.rate.add(steps)
             elapsed = time.perf_counter() - compute_start
             self.metrics.epochs.set(stats.epochs)
-            if cfg.max_epochs > cfg.epochs:
+            if self.adapt_epochs:
                 self.epochs = reuse.next_epochs(
                     stats.epochs,
                     self.reuse_limits,

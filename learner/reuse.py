@@ -9,9 +9,11 @@ a time between those two signals, after every update:
 - the learner waited for data for more than `wait_share_up` of the last update cycle: it has time
   to spare; one pass more;
 - a full batch already waiting when the update ends: the learner is behind; one pass fewer;
-- never below `min_epochs` (the configured `--epochs`: what the recipe needs, also where a CPU
-  learner shares its cores with the actors and is always "behind"), never above `max_epochs` nor
-  above what the sample:insert limit allows (passes x sequences per fresh sequence).
+- never below `min_epochs` (the configured `--epochs`: what the recipe needs), never above
+  `max_epochs` nor above what the sample:insert limit allows (passes x sequences per fresh one).
+
+The train loop adapts only on a GPU: a CPU learner's waiting time is CPU time its actors use on
+the same cores, not idle hardware, so there it keeps `--epochs`.
 
 Pure: the train loop feeds it the queue depth and the cycle's wait and compute times.
 """
