@@ -14,7 +14,12 @@ Two measurements, each for every --arch and --batch-chunks given:
   the share of the train loop spent waiting for data, and (on a GPU) NVML utilisation. e2e ÷
   update updates/s near 1 means ingest runs beside training instead of in front of it.
 
+--threads 1,2 times the update with each torch thread count; --beside-emulators N does so while a
+second process steps N Mario emulators in threads, as the actor beside a CPU learner does in
+`make train` (the thread count that wins alone can lose there).
+
     python scripts/bench_learner.py --device cuda --archs small,nature,resnet --batch-chunks 2,8,32 --e2e
+    python scripts/bench_learner.py --device cpu --batch-chunks 8 --threads 1,2 --beside-emulators 4
 """
 
 from __future__ import annotations
@@ -194,25 +199,84 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e", action="store_true", help="also run a real learner process")
     parser.add_argument("--senders", type=int, default=2, help="sender processes for --e2e")
     parser.add_argument("--seconds", type=float, default=10.0, help="--e2e measurement window")
+    parser.add_argument(
+        "--threads", default="0", help="comma-separated torch threads to time (0 = torch default)"
+    )
+    parser.add_argument(
+        "--beside-emulators",
+        type=int,
+        default=0,
+        help="time updates while one process steps this many Mario emulators in threads, as an "
+        "actor does beside a CPU learner in make train",
+    )
     args = parser.parse_args(argv)
+    threads = [int(t) for t in args.threads.split(",")]
+    neighbour = start_emulators(args.beside_emulators) if args.beside_emulators else None
+    try:
+        return _run(args, threads)
+    finally:
+        if neighbour is not None:
+            neighbour.kill()
+            neighbour.wait()
+
+
+# Steps `n` Mario envs, each in its own thread (nes-py releases the GIL), until killed.
+_EMULATORS = """
+import sys, threading
+import numpy as np
+from common.env import EnvSpec, build_envs
+envs = build_envs(EnvSpec(), int(sys.argv[1]))
+def play(env, seed):
+    rng = np.random.default_rng(seed)
+    while True:
+        if env.step(int(rng.integers(7))).episode is not None:
+            env.reset()
+threads = [threading.Thread(target=play, args=(e, i), daemon=True) for i, e in enumerate(envs)]
+for t in threads:
+    t.start()
+print("stepping", flush=True)
+threads[0].join()
+"""
+
+
+def start_emulators(n: int) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _EMULATORS, str(n)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    if proc.stdout is None or proc.stdout.readline().strip() != "stepping":
+        proc.kill()
+        raise SystemExit("bench_learner: the emulator process did not start")
+    return proc
+
+
+def _bench_row(args: argparse.Namespace, device: torch.device, arch: str, b: int) -> dict:
+    """One printed row: the update timed (and the e2e learner, with --e2e) for one setting."""
+    cfg = LearnerConfig(arch=arch, batch_chunks=b, unroll_length=args.unroll_length)
+    row = {"arch": arch, "batch_chunks": b, "device": str(device)}
+    row |= {"torch_threads": torch.get_num_threads(), "beside_emulators": args.beside_emulators}
+    row["update"] = time_updates(cfg, args.num_envs, device, args.iters, args.repeats)
+    if args.e2e:
+        row["e2e"] = e2e(cfg, args.num_envs, str(device), args.senders, args.seconds)
+        row["e2e_over_update"] = round(
+            row["e2e"]["updates_per_s"] / row["update"]["updates_per_s"], 3
+        )
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def _run(args: argparse.Namespace, threads: list[int]) -> int:
     device = resolve_device(args.device)
     if device.type == "cuda":  # as the learner sets them
         torch.backends.cudnn.benchmark = True
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     rows = []
+    default_threads = torch.get_num_threads()
     for arch in args.archs.split(","):
         for b in (int(x) for x in args.batch_chunks.split(",")):
-            cfg = LearnerConfig(arch=arch, batch_chunks=b, unroll_length=args.unroll_length)
-            row = {"arch": arch, "batch_chunks": b, "device": str(device)}
-            row["update"] = time_updates(cfg, args.num_envs, device, args.iters, args.repeats)
-            if args.e2e:
-                row["e2e"] = e2e(cfg, args.num_envs, str(device), args.senders, args.seconds)
-                row["e2e_over_update"] = round(
-                    row["e2e"]["updates_per_s"] / row["update"]["updates_per_s"], 3
-                )
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+            for t in threads:
+                torch.set_num_threads(t or default_threads)
+                rows.append(_bench_row(args, device, arch, b))
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     print(json.dumps({"machine": platform.processor() or platform.machine(), "gpu": gpu,
                       "torch": torch.__version__, "threads": torch.get_num_threads()}))  # fmt: skip
