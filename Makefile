@@ -63,6 +63,8 @@ train: install
 CKPT ?=
 EPISODES ?= 5
 POLICY ?= both
+# make report COMPARE="runs/a runs/b" draws those runs' learning curves beside RUN's
+COMPARE ?=
 GREEDY ?=
 DEVICE ?= auto
 EVAL_ARGS ?=
@@ -75,7 +77,7 @@ eval: install
 		--policy $(if $(GREEDY),$(if $(filter 1,$(GREEDY)),greedy,sampled),$(POLICY)) $(EVAL_ARGS)
 
 report: install
-	$(PY) scripts/report.py --run-dir $(RUN)
+	$(PY) scripts/report.py --run-dir $(RUN) $(if $(COMPARE),--compare $(COMPARE))
 
 # ---- monitoring (docs/MONITORING.md) ---------------------------------------------------------
 # Prometheus in the foreground (Ctrl-C stops it) on 127.0.0.1:9090: scrapes the learner on :9000
