@@ -1,4 +1,5 @@
-"""The learner's update, free of IO: a time-major batch in, one optimizer step out.
+"""The learner's update, free of IO: a time-major batch in, `epochs` x `minibatches` optimizer
+steps out (APPO: V-trace targets and a clipped surrogate; one step when both are 1).
 
 Shapes are time-major: T = unroll length, N = sequences in the batch (chunks x envs), H x W the
 frame size, A the number of actions. The batch holds each frame once; stacks are rebuilt here, on
