@@ -14,8 +14,9 @@ from tests.procs import free_port
 
 
 def save_without_last_action(run_dir, version: int) -> None:
-    """A checkpoint as written before the previous action was an input: no such spec key."""
-    spec = LearnerConfig(last_action=False).model_spec()
+    """A checkpoint as written before the previous action and the input normalisation were part
+    of the network (no such spec keys) and before PopArt (no statistics)."""
+    spec = LearnerConfig(last_action=False, input_norm=False).model_spec()
     model = ActorCritic(spec)
     state = {
         "model": model.state_dict(),
@@ -23,7 +24,9 @@ def save_without_last_action(run_dir, version: int) -> None:
         "policy_version": version,
         "env_frames": 4096,
         "agent_steps": 1024,
-        "model_spec": {k: v for k, v in spec.to_wire().items() if k != "last_action"},
+        "model_spec": {
+            k: v for k, v in spec.to_wire().items() if k not in ("last_action", "input_norm")
+        },
         "config": {},
         "saved_at": 0.0,
     }
@@ -39,7 +42,10 @@ def test_a_checkpoint_of_another_network_is_refused_with_the_flag_to_change(tmp_
     save_without_last_action(tmp_path, 12)
     with pytest.raises(SystemExit, match=r"last_action.*False.*--\[no-\]last-action"):
         loop(tmp_path)
-    resumed = loop(tmp_path, last_action=False)  # the refusal gave the run directory back
+    with pytest.raises(SystemExit, match=r"without PopArt.*--no-popart"):
+        loop(tmp_path, last_action=False, input_norm=False)
+    # the refusals gave the run directory back
+    resumed = loop(tmp_path, last_action=False, input_norm=False, popart=False)
     try:
         assert resumed.learner.updates == 12 and resumed.env_frames == 4096
         assert resumed.model.last_action is None

@@ -45,7 +45,8 @@ def test_windows_hold_the_episodes_that_ended_in_them(tmp_path):
     assert ws[0].episodes == 2 and ws[0].mean_max_x == pytest.approx(400.0)
     assert ws[0].env_frames == 900 and ws[0].flag_rate == 0.0
     assert ws[1].episodes == 1 and ws[1].mean_max_x == 700.0 and ws[1].flag_rate == 1.0
-    assert learning_curve.windows(eps, 60.0)[1].mean_max_x is None  # an empty window says so
+    empty = learning_curve.windows(eps, 60.0)[3]  # (180, 240]: no episode ended in it
+    assert empty.episodes == 0 and empty.mean_max_x is None and empty.flag_rate is None
 
 
 def test_a_bad_window_is_refused(tmp_path):
