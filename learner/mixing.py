@@ -20,19 +20,11 @@ from typing import NamedTuple
 import torch
 
 from learner.replay import PrioritizedReplay, check_fits, estimate_bytes
-from learner.update import Batch
+from learner.update import SEQUENCE_MAJOR, TIME_MAJOR, Batch
 
-# Batch fields stored per sequence. Time-major fields ([T, N, ...]) are stored sequence-major.
-_TIME_MAJOR = (
-    "frames",
-    "first",
-    "actions",
-    "rewards",
-    "terminated",
-    "truncated",
-    "behaviour_logits",
-)
-_PER_SEQUENCE = ("final_frames", "final_t", "last_actions")
+# Batch fields stored per sequence: the time-major ones ([T, N, ...]) are stored sequence-major;
+# the importance weights are not stored (replay computes them at sampling).
+_PER_SEQUENCE = tuple(name for name in SEQUENCE_MAJOR if name != "weights")
 
 
 class Mixed(NamedTuple):
@@ -42,18 +34,18 @@ class Mixed(NamedTuple):
 
 
 def to_sequences(batch: Batch) -> dict[str, torch.Tensor]:
-    out = {k: getattr(batch, k).transpose(0, 1) for k in _TIME_MAJOR}  # [N, T(+4), ...]
+    out = {k: getattr(batch, k).transpose(0, 1) for k in TIME_MAJOR}  # [N, T(+4), ...]
     out.update({k: getattr(batch, k) for k in _PER_SEQUENCE})
     return out
 
 
 def from_sequences(fields: dict[str, torch.Tensor], weights: torch.Tensor) -> Batch:
-    time_major = {k: fields[k].transpose(0, 1) for k in _TIME_MAJOR}  # [T(+4), n, ...]
+    time_major = {k: fields[k].transpose(0, 1) for k in TIME_MAJOR}  # [T(+4), n, ...]
     return Batch(**time_major, **{k: fields[k] for k in _PER_SEQUENCE}, weights=weights)
 
 
 def concat(a: Batch, b: Batch) -> Batch:
-    dims = {k: 1 for k in _TIME_MAJOR} | {k: 0 for k in (*_PER_SEQUENCE, "weights")}
+    dims = {k: 1 for k in TIME_MAJOR} | {k: 0 for k in SEQUENCE_MAJOR}
     return Batch(**{k: torch.cat([getattr(a, k), getattr(b, k)], dim=d) for k, d in dims.items()})
 
 

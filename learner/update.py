@@ -47,6 +47,11 @@ class Batch(NamedTuple):
         return self.actions.shape[1]
 
 
+# Batch fields indexed by sequence first ([N, ...]); every other field is time-major ([T(+4), N, ...]).
+SEQUENCE_MAJOR = ("final_frames", "final_t", "last_actions", "weights")
+TIME_MAJOR = tuple(name for name in Batch._fields if name not in SEQUENCE_MAJOR)
+
+
 class Hyper(NamedTuple):
     discount: float = 0.99
     reward_scale: float = 0.1
@@ -121,10 +126,9 @@ def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
 
 def select(batch: Batch, index: torch.Tensor) -> Batch:
     """The sequences `index` [n] of a batch, whole (time-major fields are indexed on dim 1)."""
-    per_sequence = ("final_frames", "final_t", "last_actions", "weights")
     return Batch(
         **{
-            name: getattr(batch, name).index_select(0 if name in per_sequence else 1, index)
+            name: getattr(batch, name).index_select(0 if name in SEQUENCE_MAJOR else 1, index)
             for name in Batch._fields
         }
     )

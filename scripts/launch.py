@@ -57,8 +57,8 @@ def learner_argv(args: argparse.Namespace, run_dir: Path, host: str, port: str) 
         *("--metrics-port", str(args.learner_metrics_port)),
         # The learner shares the box with an actor on every other core: a second OpenMP thread
         # mostly waits at barriers for a descheduled peer (an update took 1.5x longer with 2
-        # threads than with 1 beside running emulators; docs/PERFORMANCE.md). LEARNER_ARGS come after, so
-        # --torch-threads there overrides.
+        # threads than with 1 beside running emulators; docs/PERFORMANCE.md). LEARNER_ARGS
+        # come after, so --torch-threads there overrides.
         *("--torch-threads", "1"),
         *args.learner_args.split(),
     ]
