@@ -19,7 +19,6 @@ from common import curve, status, wire
 from common.gpu import GpuCollector
 from common.metrics import LearnerMetrics, MetricsPortError, RateWindow, serve
 from common.model import ActorCritic, ModelSpec
-from common.stacking import STACK
 from learner import checkpoint, reuse
 from learner.batching import collate
 from learner.config import LearnerConfig
@@ -287,7 +286,7 @@ class TrainLoop:
                 self.metrics.policy_lag.observe(version - c.policy_version)
                 self.metrics.chunk_latency.observe(max(0.0, now - c.send_time))
             batch = collate(chunks, self.device)
-            self.model.observe_frames(batch.frames[STACK - 1 : -1])  # each fresh frame once
+            self.learner.observe_fresh(batch)  # before replay is mixed in
             steps = batch.unroll_length * batch.num_sequences
             mixed = None
             if self.mixer is not None:

@@ -277,6 +277,12 @@ class Learner:
         self.sgd_steps = 0
         self._generator = torch.Generator().manual_seed(seed)  # minibatch splits, on the host
 
+    def observe_fresh(self, batch: Batch) -> None:
+        """Fold a batch of fresh (not replayed) sequences into the input normalisation: each of
+        its frames once, frames[3 : T+3] (the first three repeat the previous chunk's, the last
+        is the next chunk's first)."""
+        self.model.observe_frames(batch.frames[STACK - 1 : -1])  # [T, N, H, W]
+
     def step(self, batch: Batch, epochs: int | None = None) -> UpdateStats:
         """One update: `epochs` passes (default: the hyperparameters') of `minibatches` steps."""
         passes = self.hyper.epochs if epochs is None else epochs

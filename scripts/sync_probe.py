@@ -73,7 +73,7 @@ def probe(
                 pending.append(to_host(msg, spec.frame_skip, pin=False))
                 if len(pending) == cfg.batch_chunks:
                     batch = collate(pending, device)
-                    learner.model.observe_frames(batch.frames[3:-1])
+                    learner.observe_fresh(batch)
                     learner.step(batch)
                     acting.load_state_dict(learner.model.state_dict())
                     pending = []
