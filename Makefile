@@ -95,8 +95,9 @@ prometheus:
 
 # ---- as a service: supervisord (docs/DEPLOY.md) ------------------------------------------------
 # make up N=16: supervisord in the background (deploy/supervisord/mario-impala.conf) runs the
-# learner on HOST:PORT (DEVICE=auto: the GPU if present) and N actors with ids FIRST_ACTOR..,
-# restarting whichever dies; logs in RUN/logs/, actor targets for Prometheus in TARGETS.
+# learner on HOST:PORT (DEVICE=auto: the GPU if present), N actors with ids FIRST_ACTOR.. and
+# the eval actor (EVAL=false: none; its targets in TARGETS' folder, eval.json), restarting
+# whichever dies; logs in RUN/logs/, actor targets for Prometheus in TARGETS.
 # make status lists them; make down stops everything (the learner writes its final checkpoint)
 # and returns once supervisord has exited. KEYS=dir turns CURVE on (make keys writes it); a
 # non-loopback HOST needs it. LEARNER_AUTOSTART=false runs actors only (with LEARNER=host:PORT).
@@ -106,6 +107,9 @@ LEARNER_METRICS_PORT ?= 9000
 ACTOR_METRICS_BASE ?= 9100
 FIRST_ACTOR ?= 0
 LEARNER_AUTOSTART ?= true
+# the eval actor (id FIRST_ACTOR + N) runs where the learner does, unless EVAL=false
+EVAL ?= $(LEARNER_AUTOSTART)
+EVAL_ID = $(shell echo $$(( $(FIRST_ACTOR) + $(N) )))
 KEYS ?=
 FORCE ?= 0
 TARGETS ?= runs/targets/actors.json
@@ -118,7 +122,8 @@ SUPERVISOR_ENV = MARIO_PYTHON=$(abspath $(PY)) MARIO_RUN=$(abspath $(RUN)) MARIO
 	MARIO_LEARNER_METRICS_PORT=$(LEARNER_METRICS_PORT) MARIO_LEARNER_AUTOSTART=$(LEARNER_AUTOSTART) \
 	MARIO_LEARNER_ARGS='$(LEARNER_ARGS)' MARIO_N=$(N) MARIO_FIRST_ACTOR=$(FIRST_ACTOR) \
 	MARIO_LEARNER=$(LEARNER) MARIO_ACTOR_METRICS_BASE=$(ACTOR_METRICS_BASE) \
-	MARIO_ACTOR_ARGS='--level $(LEVEL) $(UP_LANES) $(ACTOR_ARGS)' MARIO_KEYS=$(if $(KEYS),$(abspath $(KEYS)))
+	MARIO_ACTOR_ARGS='--level $(LEVEL) $(UP_LANES) $(ACTOR_ARGS)' MARIO_KEYS=$(if $(KEYS),$(abspath $(KEYS))) \
+	MARIO_EVAL_AUTOSTART=$(EVAL) MARIO_EVAL_ID=$(EVAL_ID)
 SUPERVISORCTL = $(SUPERVISOR_ENV) $(VENV)/bin/supervisorctl -c $(SUPERVISOR_CONF)
 
 .PHONY: up status down keys
@@ -131,8 +136,11 @@ up: install
 		{ printf '['; for i in $$(seq $(FIRST_ACTOR) $$(( $(FIRST_ACTOR) + $(N) - 1 ))); do \
 			printf '%s\n  {"targets": ["%s:%d"], "labels": {"job": "mario-actor", "actor_id": "%d"}}' \
 				"$$sep" $$host $$(( $(ACTOR_METRICS_BASE) + i )) $$i; sep=,; done; printf '\n]\n'; \
-		} > $(TARGETS).tmp && mv $(TARGETS).tmp $(TARGETS); fi
-	@echo "supervisord runs $(if $(filter true,$(LEARNER_AUTOSTART)),the learner and )$(N) actors for $(RUN); logs in $(RUN)/logs/; make status, make down"
+		} > $(TARGETS).tmp && mv $(TARGETS).tmp $(TARGETS); \
+		if [ "$(EVAL)" = true ]; then evals=$(dir $(TARGETS))eval.json; \
+			printf '[\n  {"targets": ["%s:%d"], "labels": {"job": "mario-eval", "actor_id": "%d"}}\n]\n' \
+				$$host $$(( $(ACTOR_METRICS_BASE) + $(EVAL_ID) )) $(EVAL_ID) > $$evals.tmp && mv $$evals.tmp $$evals; fi; fi
+	@echo "supervisord runs $(if $(filter true,$(LEARNER_AUTOSTART)),the learner and )$(N) actors$(if $(filter true,$(EVAL)), and the eval actor (id $(EVAL_ID))) for $(RUN); logs in $(RUN)/logs/; make status, make down"
 
 status:
 	@$(SUPERVISORCTL) status
@@ -148,4 +156,5 @@ down:
 	echo "error: supervisord (pid $$pid) still running after $(DOWN_TIMEOUT_S) s; see $(RUN)/logs/supervisord.log" >&2; exit 1
 
 keys: install
-	$(PY) scripts/keys.py --dir $(or $(KEYS),runs/keys) --n $(N) --first $(FIRST_ACTOR) $(if $(filter 1,$(FORCE)),--force)
+	$(PY) scripts/keys.py --dir $(or $(KEYS),runs/keys) --n $(if $(filter true,$(EVAL)),$$(( $(N) + 1 )),$(N)) \
+		--first $(FIRST_ACTOR) $(if $(filter 1,$(FORCE)),--force)

@@ -97,6 +97,7 @@ class Actor:
             self.metrics.connected.set(0)
         elif event == "registered":
             self.metrics.connected.set(1)
+            self.metrics.registered_time.set_to_current_time()
 
     def stop(self, *_: object) -> None:
         self.stopping.set()
@@ -123,6 +124,7 @@ class Actor:
             self.link.send_chunk(to_wire_chunk(self.cfg, self.instance_id, self.seq, arrays))
             self.seq += 1
             self.metrics.chunks_sent.inc()
+            self.metrics.last_chunk_time.set_to_current_time()
             self.metrics.credits.set(self.link.credits)
 
     def run(self) -> int:

@@ -226,7 +226,8 @@ class LearnerMetrics:
             "mario_learner_last_checkpoint_timestamp_seconds", "Unix time of the last checkpoint."
         )
         self.start_time: Gauge = gauge(
-            "mario_learner_start_time_seconds", "Unix time the learner started."
+            "mario_learner_start_time_seconds",
+            "Unix time the learner started serving (sockets bound, checkpoint loaded).",
         )
         self.build_info = Info("mario_build", "Version, device and CPU architecture.", registry=r)
 
@@ -302,6 +303,13 @@ class ActorMetrics:
         )
         self.credits: Gauge = gauge("mario_actor_credits", "Send credits in hand.")
         self.connected: Gauge = gauge("mario_actor_connected", "1 while the learner answers.")
+        self.registered_time: Gauge = gauge(
+            "mario_actor_registered_timestamp_seconds",
+            "Unix time the learner last accepted this actor's registration.",
+        )
+        self.last_chunk_time: Gauge = gauge(
+            "mario_actor_last_chunk_timestamp_seconds", "Unix time the last chunk was sent."
+        )
         for level in levels:
             for o in OUTCOMES:
                 self.episodes.labels(level, o)

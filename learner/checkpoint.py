@@ -1,4 +1,4 @@
-"""Run directory ownership and atomic checkpoints.
+"""Run directory ownership, atomic checkpoints and crash-safe logs.
 
 One run directory belongs to one learner: an exclusive flock on run_dir/.lock, held for the
 process's life, makes a second learner refuse to start. Checkpoints are written to a temp file in
@@ -58,6 +58,44 @@ def _atomic_write(path: Path, write) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def append_lines(path: Path, lines: list[str]) -> None:
+    """Append whole lines to a log (metrics.jsonl, episodes.jsonl) in one write call.
+
+    A crash can still cut the last line short (a kill -9 during the write); the next append then
+    starts on a fresh line, so only that fragment is lost, never the record after it. Readers
+    skip lines that do not parse.
+    """
+    if not lines:
+        return
+    data = ("\n".join(lines) + "\n").encode()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data  # a torn line from a crash: keep it apart from this record
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temps(ckpt_dir: Path) -> list[Path]:
+    """Delete the temp files of writes that a crash interrupted; returns what was removed.
+
+    Only the learner holding the run directory's lock writes here, so at its start every temp
+    file is a dead process's half-written checkpoint (or `latest`): never loaded, and left alone
+    it would cost a checkpoint's size of disk per crash.
+    """
+    if not ckpt_dir.is_dir():
+        return []
+    stale = sorted(ckpt_dir.glob(".*.tmp-*"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+        log.warning("removed %s, a write that a crash interrupted", path.name)
+    return stale
 
 
 def save(ckpt_dir: Path, state: dict[str, Any], policy_version: int, keep: int = 3) -> Path:

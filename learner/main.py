@@ -130,6 +130,7 @@ class TrainLoop:
                 metrics.replay_capacity.set(cfg.replay_capacity)
             self.env_frames = 0
             self.agent_steps = 0
+            checkpoint.remove_stale_temps(self.run_dir / "checkpoints")
             self._resume()
             metrics.set_build_info(str(self.device))
             metrics.policy_version.set(self.learner.updates)
@@ -255,12 +256,10 @@ class TrainLoop:
 
     def run(self) -> int:
         cfg = self.cfg
+        self.metrics.start_time.set_to_current_time()  # before any registration is answered
         self.ingest.start()
-        with open(self.run_dir / "episodes.jsonl", "a") as f:  # curves count time from here
-            f.write(
-                json.dumps({"event": "start", "time": time.time(), "env_frames": self.env_frames})
-                + "\n"
-            )
+        start = {"event": "start", "time": time.time(), "env_frames": self.env_frames}
+        checkpoint.append_lines(self.run_dir / "episodes.jsonl", [json.dumps(start)])  # t = 0
         self.publisher.offer(self.learner.updates, self.model)
         last_publish = last_ckpt = last_status = last_log = time.monotonic()
         since_publish = 0
@@ -395,8 +394,7 @@ class TrainLoop:
             **loss,
             **replay,
         }
-        with open(self.run_dir / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(row) + "\n")
+        checkpoint.append_lines(self.run_dir / "metrics.jsonl", [json.dumps(row)])
         self._log_episodes()
 
     def _log_episodes(self) -> None:
@@ -420,8 +418,7 @@ class TrainLoop:
             )
             for t, actor_id, e in new
         ]
-        with open(self.run_dir / "episodes.jsonl", "a") as f:
-            f.write("\n".join(lines) + "\n")
+        checkpoint.append_lines(self.run_dir / "episodes.jsonl", lines)
 
     def _print_status(self) -> None:
         now = status.flatten(self.metrics.registry.collect())

@@ -146,6 +146,8 @@ def _supervisor_env(tmp_path: Path, python: Path, **overrides: str) -> dict[str,
         "MARIO_ACTOR_METRICS_BASE": "9100",
         "MARIO_ACTOR_ARGS": "--level 1-2 --num-envs 1",
         "MARIO_KEYS": "",
+        "MARIO_EVAL_AUTOSTART": "true",
+        "MARIO_EVAL_ID": "4",
     }
     return {**env, **overrides}
 
@@ -162,11 +164,13 @@ def _supervisor_programs(monkeypatch, env: dict[str, str]) -> dict:
 
 def test_supervisord_config_runs_the_learner_and_n_actors(tmp_path, monkeypatch, argv_stub):
     keys = tmp_path / "keys"
-    make_keys(keys, range(16, 18))
-    env = _supervisor_env(tmp_path, argv_stub, MARIO_FIRST_ACTOR="16", MARIO_N="2")
+    make_keys(keys, range(16, 19))
+    env = _supervisor_env(
+        tmp_path, argv_stub, MARIO_FIRST_ACTOR="16", MARIO_N="2", MARIO_EVAL_ID="18"
+    )
     env["MARIO_KEYS"] = str(keys)
     programs = _supervisor_programs(monkeypatch, env)
-    assert sorted(programs) == ["actor-16", "actor-17", "learner"]
+    assert sorted(programs) == ["actor-16", "actor-17", "eval", "learner"]
     for p in programs.values():
         assert p.stopasgroup and p.killasgroup and p.redirect_stderr
         assert p.autorestart and p.exitcodes == [0, 2]  # crashes restart, config errors do not
@@ -187,12 +191,17 @@ def test_supervisord_config_runs_the_learner_and_n_actors(tmp_path, monkeypatch,
     cfg = _config(ActorConfig, _run(shlex.split(programs["actor-17"].command), run_env), "actor")
     assert (cfg.actor_id, cfg.metrics_port, cfg.level) == (17, 9117, "1-2")
     assert cfg.curve_dir == f"{keys}/actor-17"
+    evaluator = programs["eval"]
+    assert evaluator.autostart and evaluator.priority > programs["actor-16"].priority
+    cfg = _config(ActorConfig, _run(shlex.split(evaluator.command), run_env), "actor")
+    assert (cfg.eval, cfg.actor_id, cfg.metrics_port, cfg.level) == (True, 18, 9118, "1-2")
+    assert (cfg.eval_dir, cfg.curve_dir) == (f"{env['MARIO_RUN']}/eval", f"{keys}/actor-18")
 
 
 def test_supervisord_actors_without_keys_or_metrics(tmp_path, monkeypatch, argv_stub):
     env = _supervisor_env(tmp_path, argv_stub, MARIO_ACTOR_METRICS_BASE="0")
     programs = _supervisor_programs(monkeypatch, env)
-    assert sorted(programs) == ["actor-0", "actor-1", "actor-2", "actor-3", "learner"]
+    assert sorted(programs) == ["actor-0", "actor-1", "actor-2", "actor-3", "eval", "learner"]
     run_env = {**env, "PATH": os.environ["PATH"]}
     cfg = _config(ActorConfig, _run(shlex.split(programs["actor-2"].command), run_env), "actor")
     assert (cfg.actor_id, cfg.metrics_port, cfg.curve_dir) == (2, 0, "")

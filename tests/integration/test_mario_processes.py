@@ -100,6 +100,10 @@ def test_train_survive_actor_kill_and_resume_after_learner_restart(tmp_path):
         am = procs.scrape(aports[1])
         assert am["mario_actor_reconnects_total"] >= 1
         assert am["mario_actor_chunks_sent_total"] > sent_before
+        # it registered with the restarted learner, then streamed (what the soak times)
+        registered = am["mario_actor_registered_timestamp_seconds"]
+        assert registered >= lm()["mario_learner_start_time_seconds"]
+        assert am["mario_actor_last_chunk_timestamp_seconds"] >= registered
         assert lm()["mario_actors_connected"] == 1
     finally:
         for p in started:
