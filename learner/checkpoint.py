@@ -109,13 +109,19 @@ def save(ckpt_dir: Path, state: dict[str, Any], policy_version: int, keep: int =
 
 
 def latest_path(ckpt_dir: Path) -> Path | None:
+    """The newest checkpoint: the highest version among ckpt-*.pt, each complete (written under
+    a temp name, then renamed). `latest` names the same file, unless a crash fell between the
+    rename and the pointer's own update: then the newer file wins, and nothing is lost."""
+    found = sorted(ckpt_dir.glob("ckpt-*.pt"))
     pointer = ckpt_dir / "latest"
     if pointer.exists():
-        path = ckpt_dir / pointer.read_text().strip()
-        if path.exists():
-            return path
-        log.warning("%s names %s, which is missing; using the newest file", pointer, path.name)
-    found = sorted(ckpt_dir.glob("ckpt-*.pt"))
+        named = ckpt_dir / pointer.read_text().strip()
+        if not named.exists():
+            log.warning("%s names %s, which is missing; using the newest file", pointer, named.name)
+        elif found and named != found[-1]:
+            log.warning(
+                "%s names %s, but %s is newer; using it", pointer, named.name, found[-1].name
+            )
     return found[-1] if found else None
 
 

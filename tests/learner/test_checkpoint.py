@@ -58,3 +58,14 @@ def test_a_line_cut_short_by_a_crash_does_not_swallow_the_next_record(tmp_path):
     lines = path.read_text().splitlines()
     assert lines[1] == '{"time": 2.0, "ma'  # the fragment stays apart (readers skip it)
     assert json.loads(lines[2]) == {"event": "start", "time": 3.0}
+
+
+def test_the_newest_complete_checkpoint_wins_over_a_pointer_a_crash_left_behind(tmp_path):
+    ckpts = tmp_path / "checkpoints"
+    state = {"policy_version": 0}
+    older = checkpoint.save(ckpts, state, 10)
+    pointer = (ckpts / "latest").read_bytes()
+    newer = checkpoint.save(ckpts, state, 20)
+    (ckpts / "latest").write_bytes(pointer)  # killed after the rename, before the pointer
+    assert checkpoint.latest_path(ckpts) == newer != older
+    assert checkpoint.latest_path(tmp_path / "none") is None
