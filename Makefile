@@ -69,7 +69,7 @@ GREEDY ?=
 DEVICE ?= auto
 EVAL_ARGS ?=
 
-.PHONY: eval report
+.PHONY: eval report soak
 
 eval: install
 	$(PY) scripts/evaluate.py $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) --level $(LEVEL) \
@@ -78,6 +78,18 @@ eval: install
 
 report: install
 	$(PY) scripts/report.py --run-dir $(RUN) $(if $(COMPARE),--compare $(COMPARE))
+
+# ---- reliability (docs/RELIABILITY.md) --------------------------------------------------------
+# make soak MINUTES=30: learner, 2 actors and the eval actor under supervisord (as make up), kill
+# -9 of actors and of the learner (also mid-checkpoint) on a seeded schedule, a rogue peer; PASS
+# or FAIL against docs/RELIABILITY.md's targets, summary in SOAK_RUN/soak.json (emptied first).
+# SOAK_ARGS passes more flags (python scripts/soak.py --help), e.g. --seed 1, or --builds 1000.
+MINUTES ?= 30
+SOAK_RUN ?= runs/soak
+SOAK_ARGS ?=
+
+soak: install
+	$(PY) scripts/soak.py --minutes $(MINUTES) --run-dir $(SOAK_RUN) $(SOAK_ARGS)
 
 # ---- monitoring (docs/MONITORING.md) ---------------------------------------------------------
 # Prometheus in the foreground (Ctrl-C stops it) on 127.0.0.1:9090: scrapes the learner on :9000

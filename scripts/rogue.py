@@ -1,0 +1,235 @@
+"""A rogue peer for the soak: mutated copies of real actor traffic, sent to the learner's ROUTER.
+
+The copies are real: a Register, a Chunk played on a real Mario env by the actor's own rollout
+code, a Heartbeat and a WeightsRequest, each encoded by `common.wire`. The rogue registers under a
+run id no learner runs, so the learner must reject every message it sends, each exactly once:
+a copy that still decodes is from an unknown actor (or a Register with the wrong run id), one
+that does not is malformed. `mutate` is pure (frames and a seeded generator in, frames out);
+`RoguePeer` does the IO.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+import numpy as np
+import zmq
+
+from common import wire
+
+Frames = list[bytes]
+
+# Values a hostile header field may take: wrong types, out of range, oversized.
+HOSTILE_VALUES: tuple[Any, ...] = (
+    None,
+    -1,
+    2**63,
+    -(2**63),
+    1e308,
+    float("nan"),
+    float("inf"),
+    "",
+    "x" * 70_000,  # past max_header_bytes once encoded
+    [],
+    {},
+    [1, 2, 3],
+    {"a": 1},
+    b"\x00\xff",
+    True,
+)
+
+
+def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
+    """One encoded copy of each message an actor sends, played on a real env by the actor's code
+    (an untrained network; a run id no learner runs)."""
+    import torch
+
+    from actor.config import ActorConfig
+    from actor.main import to_wire_chunk
+    from actor.rollout import infer_and_act, split_lanes
+    from common.env import build_envs
+    from common.model import ActorCritic
+
+    cfg = ActorConfig(level=level, num_envs=1, run_id="rogue", actor_id=1_000_000)
+    env = build_envs(cfg.env_spec(), 1)[0]
+    try:
+        torch.manual_seed(seed)
+        model = ActorCritic(cfg.model_spec(env.num_actions)).eval()
+        lane = split_lanes([env], 1, cfg.unroll_length, env.num_actions)[0]
+        rng = np.random.default_rng(seed)
+        finished: list = []
+        while not finished:
+            infer_and_act(model, lane, rng, 0)
+            lane.step()
+            finished = lane.take_finished()
+        chunk = to_wire_chunk(cfg, "rogue", 0, finished[0])
+    finally:
+        env.close()
+    register = wire.Register(
+        run_id=cfg.run_id,
+        actor_id=cfg.actor_id,
+        instance_id="rogue",
+        env_spec=cfg.env_spec().to_wire(),
+        model_spec=model.spec.to_wire(),
+        num_envs=1,
+        unroll_length=cfg.unroll_length,
+    )
+    messages: dict[str, wire.Message] = {
+        "register": register,
+        "chunk": chunk,
+        "heartbeat": wire.Heartbeat(sent_time=1.0, policy_version=0),
+        "weights_request": wire.WeightsRequest(have_version=-1),
+    }
+    return {name: [bytes(f) for f in wire.encode(m)] for name, m in messages.items()}
+
+
+def _flip_bits(data: bytes, rng: random.Random, max_bits: int = 8) -> bytes:
+    if not data:
+        return b"\x01"
+    out = bytearray(data)
+    for _ in range(rng.randint(1, max_bits)):
+        i = rng.randrange(len(out))
+        out[i] ^= 1 << rng.randrange(8)
+    return bytes(out)
+
+
+def _header(frames: Frames) -> dict:
+    return msgpack.unpackb(frames[0], raw=False)
+
+
+def _with_header(frames: Frames, header: dict) -> Frames:
+    return [msgpack.packb(header, use_bin_type=True), *frames[1:]]
+
+
+def _field(frames: Frames, rng: random.Random) -> Frames:
+    header = _header(frames)
+    fields = header["f"]
+    key = rng.choice(sorted(fields))
+    fields[key] = rng.choice(HOSTILE_VALUES)
+    return _with_header(frames, header)
+
+
+def _array_spec(frames: Frames, rng: random.Random) -> Frames:
+    header = _header(frames)
+    if not header["a"]:
+        header["a"] = [["frames", "uint8", [4, 1, 84, 84]]]  # an array the frames do not carry
+        return _with_header(frames, header)
+    entry = rng.choice(header["a"])
+    which = rng.randrange(3)
+    if which == 0:
+        entry[1] = rng.choice(["float64", "object", "<U8", "", "int64"])  # dtype
+    elif which == 1 and entry[2]:
+        i = rng.randrange(len(entry[2]))
+        entry[2][i] = rng.choice([0, -1, 1 << 30, entry[2][i] + 1])  # a dimension
+    else:
+        entry[0] = rng.choice(["", "frames", "__class__", "x" * 200])  # the name
+    return _with_header(frames, header)
+
+
+def _meta(frames: Frames, rng: random.Random) -> Frames:
+    header = _header(frames)
+    key = rng.choice(["v", "type", "f", "a"])
+    header[key] = rng.choice(
+        [*HOSTILE_VALUES, "credit", "weights", "chunk", wire.PROTOCOL_VERSION - 1]
+    )
+    return _with_header(frames, header)
+
+
+def _truncate(frames: Frames, rng: random.Random) -> Frames:
+    i = rng.randrange(len(frames))
+    out = list(frames)
+    out[i] = out[i][: rng.randrange(len(out[i]) + 1)] if out[i] else b""
+    if out[i] == frames[i]:
+        out[i] = out[i][:-1] if out[i] else b"\x00"
+    return out
+
+
+def _drop_frame(frames: Frames, rng: random.Random) -> Frames:
+    if len(frames) == 1:
+        return [b""]
+    out = list(frames)
+    del out[rng.randrange(len(out))]
+    return out
+
+
+def _extra_frame(frames: Frames, rng: random.Random) -> Frames:
+    out = list(frames)
+    out.insert(rng.randrange(len(out) + 1), rng.randbytes(rng.randint(0, 64)))
+    return out
+
+
+def _swap_frames(frames: Frames, rng: random.Random) -> Frames:
+    if len(frames) < 2:
+        return [frames[0], frames[0]]
+    out = list(frames)
+    i, j = rng.sample(range(len(out)), 2)
+    out[i], out[j] = out[j], out[i]
+    return out
+
+
+def _garbage(frames: Frames, rng: random.Random) -> Frames:
+    return [rng.randbytes(rng.randint(0, 256)) for _ in range(rng.randint(1, 3))]
+
+
+MUTATIONS: dict[str, Callable[[Frames, random.Random], Frames]] = {
+    "copy": lambda frames, rng: list(frames),  # a faithful replay from an unknown peer
+    "bitflip_header": lambda frames, rng: [_flip_bits(frames[0], rng), *frames[1:]],
+    "bitflip_arrays": lambda frames, rng: [
+        frames[0],
+        *(_flip_bits(f, rng) if rng.random() < 0.5 else f for f in frames[1:]),
+    ],
+    "field": _field,
+    "array_spec": _array_spec,
+    "meta": _meta,
+    "truncate": _truncate,
+    "drop_frame": _drop_frame,
+    "extra_frame": _extra_frame,
+    "swap_frames": _swap_frames,
+    "garbage": _garbage,
+}
+
+
+def mutate(traffic: dict[str, Frames], rng: random.Random) -> tuple[str, Frames]:
+    """One mutated copy: ("<message>/<mutation>", frames)."""
+    message = rng.choice(sorted(traffic))
+    mutation = rng.choice(sorted(MUTATIONS))
+    return f"{message}/{mutation}", MUTATIONS[mutation](traffic[message], rng)
+
+
+class RoguePeer:
+    """A DEALER to the learner's ROUTER that sends mutated copies and discards every answer."""
+
+    def __init__(self, address: str, traffic: dict[str, Frames], seed: int):
+        host, _, port = address.rpartition(":")
+        self.endpoint = f"tcp://{host}:{int(port)}"
+        self.traffic = traffic
+        self.rng = random.Random(seed)
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.SNDHWM, 16)
+        self.sock.connect(self.endpoint)
+        self.sent: dict[str, int] = {}
+
+    def send(self) -> str:
+        """Send one mutated copy; returns its name."""
+        name, frames = mutate(self.traffic, self.rng)
+        self.sock.send_multipart(frames)
+        self.sent[name] = self.sent.get(name, 0) + 1
+        self.drain()
+        return name
+
+    def drain(self) -> int:
+        """Discard the learner's answers (refusals); returns how many there were."""
+        n = 0
+        while True:
+            try:
+                self.sock.recv_multipart(flags=zmq.NOBLOCK)
+            except zmq.Again:
+                return n
+            n += 1
+
+    def close(self) -> None:
+        self.sock.close(linger=0)
