@@ -5,8 +5,9 @@ Used by `make actors N=16` and `make train`. Actor i gets --actor-id i and metri
 BASE+i; a Prometheus file_sd targets file lists them. Actors that die are restarted with backoff.
 Ctrl-C (or SIGTERM) stops every process: SIGTERM first, SIGKILL after --grace-s.
 
-`train` also prints a one-line status, read from the learner's /metrics endpoint, so it shows
-the same numbers as Prometheus and Grafana do.
+`train` also prints a one-line status, read from the learner's /metrics endpoint (and each
+actor's credit wait from its own, for the bottleneck verdict), so it shows the same numbers as
+Prometheus and Grafana do.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.status import StatusWindow, scrape  # noqa: E402
+from common.status import StatusWindow, actor_samples, scrape  # noqa: E402
 
 PY = sys.executable
 
@@ -123,6 +124,8 @@ def supervise(procs: list[Proc], args: argparse.Namespace, learner: Proc | None)
     for p in procs:
         p.start()
     url = f"http://127.0.0.1:{args.learner_metrics_port}/metrics" if learner else None
+    base = args.metrics_base_port if learner else 0
+    actor_urls = [f"http://127.0.0.1:{base + i}/metrics" for i in range(args.n)] if base else []
     window = StatusWindow()
     last_status = time.monotonic()
     code = 0
@@ -159,7 +162,9 @@ def supervise(procs: list[Proc], args: argparse.Namespace, learner: Proc | None)
                 p.start()
         if url and time.monotonic() - last_status >= args.status_interval_s:
             now = scrape(url)
-            if now:
+            if now:  # the learner answered; add the actors that do
+                for i, actor_url in enumerate(actor_urls):
+                    now |= actor_samples(scrape(actor_url, timeout_s=0.5), i)
                 sys.stderr.write("\r" + window.line(now) + "  ")
                 sys.stderr.flush()
             last_status = time.monotonic()
