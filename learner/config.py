@@ -235,7 +235,8 @@ class LearnerConfig:
         ):
             out.append(
                 f"batch_chunks ({n}) sets min and max batch chunks, but min_batch_chunks "
-                f"({given[0]}) and max_batch_chunks ({given[1]}) are given too: give --batch-chunks or --min/--max-batch-chunks, not both"
+                f"({given[0]}) and max_batch_chunks ({given[1]}) are given too: give "
+                "--batch-chunks or --min/--max-batch-chunks, not both"
             )
         size = self.batch_size()
         if size.max_chunks < size.min_chunks:
