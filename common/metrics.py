@@ -74,6 +74,7 @@ EVAL_POLICIES = ("greedy", "sampled")  # argmax actions; actions drawn from the 
 # travelled minus the clock, and -15 per death.
 LAG_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+BATCH_CHUNK_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 UPDATE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 # Non-negative: prometheus_client drops _sum (so mean returns) when a bucket bound is negative.
 RETURN_BUCKETS = (0, 100, 250, 500, 750, 1000, 1500, 2000, 2500, 3000, 3500)
@@ -160,6 +161,9 @@ class LearnerMetrics:
         )
         self.wait_seconds: Counter = counter(
             "mario_learner_wait_seconds", "Train loop time spent waiting for data."
+        )
+        self.batch_chunks: Histogram = histogram(
+            "mario_learner_batch_chunks", "Chunks per update.", buckets=BATCH_CHUNK_BUCKETS
         )
         self.compute_seconds: Counter = counter(
             "mario_learner_compute_seconds", "Train loop time spent computing."

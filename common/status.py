@@ -1,8 +1,9 @@
 """The one-line training status, computed from Prometheus samples.
 
-The learner prints it from its own registry and `make train` from the learner's /metrics page,
-so both show exactly the numbers Prometheus and Grafana see. Samples are flattened to
-{"name" or "name{k=v,...}": value}, labels sorted.
+The learner prints it from its own registry and `make train` from the learner's /metrics page
+(plus each actor's credit wait, `actor_samples`), so both show exactly the numbers Prometheus
+and Grafana see. Samples are flattened to {"name" or "name{k=v,...}": value}, labels sorted.
+The line ends with the Grafana dashboard's Bottleneck verdict over the same window (`verdict`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import time
 import urllib.request
 from collections import deque
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -46,10 +48,86 @@ def _sum(samples: dict[str, float], name: str, label: str = "") -> float:
     return sum(v for k, v in samples.items() if match(k))
 
 
+# The Bottleneck panel's thresholds (deploy/grafana/dashboards/mario-impala.json)
+WAIT_SHARE_HIGH = 0.5  # the train loop waited for chunks more than half its time
+CREDIT_WAIT_HIGH = 0.3  # actors blocked on credits more than 30% of their time
+QUEUE_FULL = 0.8  # the ingest queue more than 80% full
+CREDIT_WAIT = "mario_actor_flow_control_wait_seconds_total"
+
+
+def actor_samples(samples: dict[str, float], actor_id: int) -> dict[str, float]:
+    """An actor's credit-wait counter from its flattened /metrics, labelled with its id so that
+    several actors' samples merge into the learner's (what Prometheus's target label does)."""
+    return (
+        {f"{CREDIT_WAIT}{{actor_id={actor_id}}}": samples[CREDIT_WAIT]}
+        if CREDIT_WAIT in samples
+        else {}
+    )
+
+
+class Indicators(NamedTuple):
+    wait_share: float  # share of the train loop spent waiting for chunks (0 with no loop time)
+    credit_wait: float | None  # mean share of actor time blocked on credits; None: no actors
+    queue_fill: float  # ingest queue depth / capacity, now
+
+
+def indicators(now: dict[str, float], before: dict[str, float], window_s: float) -> Indicators:
+    """The Bottleneck panel's three numbers between the samples `before` and `now`."""
+    wait = _sum(now, "mario_learner_wait_seconds_total")
+    wait -= _sum(before, "mario_learner_wait_seconds_total")
+    compute = _sum(now, "mario_learner_compute_seconds_total")
+    compute -= _sum(before, "mario_learner_compute_seconds_total")
+    capacity = now.get("mario_learner_ingest_queue_capacity", 0)
+    # per actor: one absent before counts from 0; one restarted since (its counter reset) is out
+    deltas = [
+        value - before.get(key, 0.0)
+        for key, value in now.items()
+        if key == CREDIT_WAIT or key.startswith(CREDIT_WAIT + "{")
+    ]
+    rates = [d / window_s for d in deltas if d >= 0 and window_s > 0]
+    return Indicators(
+        wait_share=wait / (wait + compute) if wait + compute > 0 else 0.0,
+        credit_wait=sum(rates) / len(rates) if rates else None,
+        queue_fill=now.get("mario_learner_ingest_queue_depth", 0) / capacity if capacity else 0.0,
+    )
+
+
+def verdict(now: dict[str, float], before: dict[str, float], window_s: float) -> str:
+    """The dashboard's Bottleneck verdict between two samples taken `window_s` seconds apart:
+
+    | learner wait share | actor credit wait | ingest queue | verdict         |
+    | any                | any               | > 80% full   | learner-bound   |
+    | < 50%              | > 30%             | not full     | learner-bound   |
+    | > 50%              | > 30%             | not full     | transport-bound |
+    | > 50%              | < 30%             | not full     | actor-bound     |
+    | < 50%              | < 30%             | not full     | balanced        |
+
+    The learner's own registry has no actor metrics, and `make train` has them only for actors
+    whose /metrics it reads. Without any, the credit wait counts as low, as on the dashboard
+    (`or vector(0)`): the verdict then rests on the wait share and the queue alone, so an
+    actor-bound reading may be transport-bound (unlikely over loopback) and a balanced one may
+    hide actors blocked on credits.
+    """
+    ind = indicators(now, before, window_s)
+    starved = ind.wait_share > WAIT_SHARE_HIGH
+    blocked = ind.credit_wait is not None and ind.credit_wait > CREDIT_WAIT_HIGH
+    if ind.queue_fill > QUEUE_FULL or (blocked and not starved):
+        return "learner-bound"
+    if starved:
+        return "transport-bound" if blocked else "actor-bound"
+    return "balanced"
+
+
+def gpu_utilization(now: dict[str, float]) -> float | None:
+    """Mean utilisation of the learner's GPUs (NVML, common/gpu.py); None without a GPU."""
+    values = [v for k, v in now.items() if k.startswith("mario_gpu_utilization_ratio")]
+    return sum(values) / len(values) if values else None
+
+
 def status_line(now: dict[str, float], before: dict[str, float], window_s: float) -> str:
     """Steps/s, updates, policy version, actors, and the mean return, mean max x and flag rate
     of the episodes that ended between the samples `before` and `now`, taken `window_s` seconds
-    apart."""
+    apart; then the GPU's utilisation (on a GPU) and the bottleneck verdict of that window."""
     episodes = _sum(now, "mario_episode_return_count") - _sum(before, "mario_episode_return_count")
 
     def delta_mean(name: str) -> str:
@@ -59,6 +137,7 @@ def status_line(now: dict[str, float], before: dict[str, float], window_s: float
     flags = _sum(now, "mario_episodes_total", "outcome=flag")
     flags -= _sum(before, "mario_episodes_total", "outcome=flag")
     flag_rate = f"{flags / episodes:6.1%}" if episodes > 0 else "     -"
+    gpu = gpu_utilization(now)
 
     return (
         f"{now.get('mario_learner_agent_steps_per_second', 0):7.0f} steps/s | "
@@ -68,7 +147,9 @@ def status_line(now: dict[str, float], before: dict[str, float], window_s: float
         f"return {delta_mean('mario_episode_return')} | "
         f"max x {delta_mean('mario_episode_max_x')} | "
         f"flags {flag_rate} | "
-        f"{episodes:.0f} episodes in {window_s:.0f} s"
+        f"{episodes:.0f} episodes in {window_s:.0f} s | "
+        + (f"gpu {gpu:4.0%} | " if gpu is not None else "")
+        + verdict(now, before, window_s)
     )
 
 

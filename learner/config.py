@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from common import curve
 from common.env import ACTION_SETS
 from common.model import ARCHS, ModelSpec
+from learner.batch_size import BatchSize
 
 
 def _f(default, help: str):
@@ -43,7 +44,17 @@ class LearnerConfig:
         True, "standardise each pixel by running moments (sent with the weights); actors must match"
     )
     unroll_length: int = _f(32, "agent steps per chunk (T); actors must match")
-    batch_chunks: int = _f(8, "chunks per update (each holds one actor lane's envs)")
+    min_batch_chunks: int = _f(
+        4,
+        "an update waits for this many chunks (each one actor lane's envs), then takes all queued",
+    )
+    max_batch_chunks: int = _f(8, "chunks per update, at most (queue_chunks must hold them)")
+    batch_wait_s: float = _f(
+        2.0, "after waiting this long, train on the chunks there are (>= 1) even if < min"
+    )
+    batch_chunks: int | None = _f(
+        None, "shorthand for --min-batch-chunks N --max-batch-chunks N (none = use those)"
+    )
     learning_rate: float = _f(2.5e-4, "Adam learning rate")
     adam_eps: float = _f(1e-5, "Adam epsilon")
     discount: float = _f(
@@ -111,6 +122,12 @@ class LearnerConfig:
             input_norm=self.input_norm,
         )
 
+    def batch_size(self) -> BatchSize:
+        """The batch-size limits, with --batch-chunks N read as min = max = N."""
+        if self.batch_chunks is not None:
+            return BatchSize(self.batch_chunks, self.batch_chunks, self.batch_wait_s)
+        return BatchSize(self.min_batch_chunks, self.max_batch_chunks, self.batch_wait_s)
+
     def problems(self) -> list[str]:
         out = []
         if self.action_set not in ACTION_SETS:
@@ -133,7 +150,8 @@ class LearnerConfig:
             "epochs",
             "minibatches",
             "unroll_length",
-            "batch_chunks",
+            "min_batch_chunks",
+            "max_batch_chunks",
             "queue_chunks",
             "credits_per_actor",
             "publish_every_updates",
@@ -164,6 +182,7 @@ class LearnerConfig:
             "status_interval_s",
             "max_updates",
             "max_policy_lag",
+            "batch_wait_s",
         ):
             if getattr(self, name) < 0:
                 out.append(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -198,12 +217,40 @@ class LearnerConfig:
             out.append(f"weights_dtype must be float32 or float16, got {self.weights_dtype!r}")
         if self.actor_timeout_s <= 2 * self.heartbeat_interval_s:
             out.append("actor_timeout_s must exceed 2 x heartbeat_interval_s")
-        if self.queue_chunks < self.batch_chunks:
-            out.append(
-                f"queue_chunks ({self.queue_chunks}) must be >= batch_chunks ({self.batch_chunks})"
-            )
+        out += self._batch_problems()
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             out.append(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
+        return out
+
+    def _batch_problems(self) -> list[str]:
+        out = []
+        n = self.batch_chunks
+        if n is not None and n < 1:
+            out.append(f"batch_chunks must be >= 1 or none, got {n}")
+        defaults = {f.name: f.default for f in fields(self)}
+        given = (self.min_batch_chunks, self.max_batch_chunks)
+        if n is not None and given not in (
+            (n, n),
+            (defaults["min_batch_chunks"], defaults["max_batch_chunks"]),
+        ):
+            out.append(
+                f"batch_chunks ({n}) sets min and max batch chunks, but min_batch_chunks "
+                f"({given[0]}) and max_batch_chunks ({given[1]}) are given too: give "
+                "--batch-chunks or --min/--max-batch-chunks, not both"
+            )
+        size = self.batch_size()
+        if size.max_chunks < size.min_chunks:
+            out.append(
+                f"max_batch_chunks ({size.max_chunks}) must be >= min_batch_chunks "
+                f"({size.min_chunks}): raise --max-batch-chunks or lower --min-batch-chunks"
+            )
+        elif self.queue_chunks < size.max_chunks:
+            name = "batch_chunks" if n is not None else "max_batch_chunks"
+            out.append(
+                f"queue_chunks ({self.queue_chunks}) must be >= {name} ({size.max_chunks}), or a "
+                f"batch could never fill: raise --queue-chunks to {size.max_chunks} or lower "
+                f"--{name.replace('_', '-')}"
+            )
         return out
 
 

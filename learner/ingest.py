@@ -185,6 +185,17 @@ class Ingest:
         self.metrics.ingest_queue_depth.set(len(self.queue))
         return out
 
+    def wait_queued(self, n: int, timeout_s: float) -> int:
+        """Chunks queued once n are, or once timeout_s has passed (or the ingest stops)."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while len(self.queue) < n and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.cond.wait(left)
+            return len(self.queue)
+
     def queued(self) -> int:
         """Chunks waiting to be trained on."""
         return len(self.queue)

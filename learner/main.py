@@ -20,6 +20,7 @@ from common.gpu import GpuCollector
 from common.metrics import LearnerMetrics, MetricsPortError, RateWindow, serve
 from common.model import ActorCritic, ModelSpec
 from learner import checkpoint, reuse
+from learner.batch_size import chunks_to_take
 from learner.batching import collate
 from learner.config import LearnerConfig
 from learner.ingest import BindError, Ingest, IngestSettings
@@ -171,6 +172,7 @@ class TrainLoop:
                 sequences_per_fresh=1.0 + replayed,
             )
             self.epochs = cfg.epochs
+            self.batch_size = cfg.batch_size()
             # Waiting means idle hardware only when the learner has a device of its own: a CPU
             # learner's wait is CPU time its actors use on the same cores.
             self.adapt_epochs = cfg.max_epochs > cfg.epochs and self.device.type == "cuda"
@@ -247,12 +249,19 @@ class TrainLoop:
     # ---- the loop ---------------------------------------------------------------------------
 
     def _take_batch(self) -> list | None:
-        chunks: list = []
-        while len(chunks) < self.cfg.batch_chunks:
-            if self.stopping.is_set():
-                return None
-            chunks += self.ingest.take(self.cfg.batch_chunks - len(chunks), timeout_s=0.2)
-        return chunks
+        """The chunks of the next update (learner/batch_size.py); None once stopping."""
+        size, start = self.batch_size, time.monotonic()
+        while not self.stopping.is_set():
+            waited = time.monotonic() - start
+            n = chunks_to_take(self.ingest.queued(), size, waited)
+            if n:
+                return self.ingest.take(n, timeout_s=0)  # only this loop takes: n are there
+            # wake for the min-th chunk (past the deadline: the first), the deadline, or every
+            # 0.2 s to notice a stop
+            left = size.wait_s - waited
+            need = size.min_chunks if left > 0 else 1
+            self.ingest.wait_queued(need, timeout_s=min(0.2, left) if left > 0 else 0.2)
+        return None
 
     def run(self) -> int:
         cfg = self.cfg
@@ -280,6 +289,7 @@ class TrainLoop:
                 break
             compute_start = time.perf_counter()
             self.metrics.wait_seconds.inc(compute_start - wait_start)
+            self.metrics.batch_chunks.observe(len(chunks))
             version, now = self.learner.updates, time.time()
             for c in chunks:
                 self.metrics.policy_lag.observe(version - c.policy_version)
@@ -310,7 +320,7 @@ class TrainLoop:
                     stats.epochs,
                     self.reuse_limits,
                     queued_chunks=self.ingest.queued(),
-                    batch_chunks=cfg.batch_chunks,
+                    batch_chunks=self.batch_size.max_chunks,
                     wait_s=compute_start - wait_start,
                     compute_s=elapsed,
                 )

@@ -53,7 +53,7 @@ def next_epochs(
     Args:
         current: passes made in the update that just ended.
         queued_chunks: chunks waiting in the ingest queue as it ended.
-        batch_chunks: chunks one update takes.
+        batch_chunks: the most chunks one update takes (--max-batch-chunks).
         wait_s, compute_s: the loop's time waiting for that update's data and computing it.
     """
     cap, floor = epoch_cap(limits), limits.min_epochs

@@ -88,12 +88,12 @@ def time_updates(
     rng = np.random.default_rng(0)
     pool = [
         synthetic_chunk(rng, cfg.unroll_length, num_envs, device.type == "cuda")
-        for _ in range(2 * cfg.batch_chunks)
+        for _ in range(2 * cfg.batch_size().max_chunks)
     ]
 
     def one(i: int) -> int:
         """One update; the sequences it trained on."""
-        chunks = [pool[(i + j) % len(pool)] for j in range(cfg.batch_chunks)]
+        chunks = [pool[(i + j) % len(pool)] for j in range(cfg.batch_size().max_chunks)]
         batch = collate(chunks, device)
         mixed = mixer.mix(batch, learner.updates) if mixer is not None else None
         batch = mixed.batch if mixed is not None else batch
@@ -102,7 +102,7 @@ def time_updates(
             mixer.after_update(mixed, stats.priorities)
         return batch.num_sequences
 
-    fresh = cfg.batch_chunks * num_envs
+    fresh = cfg.batch_size().max_chunks * num_envs
     warm = 5 + (cfg.replay_min_size // fresh + 1 if mixer is not None else 0)
     for i in range(warm):  # cuDNN autotuning, allocator warm-up, replay past its minimum
         one(i)

@@ -1,11 +1,13 @@
 """Start local processes: `actors` (N actor processes) or `train` (a learner plus N actors).
+`lanes` prints the lane flag the actors get (`one_lane`; `make up` uses it).
 
 Used by `make actors N=16` and `make train`. Actor i gets --actor-id i and metrics port
 BASE+i; a Prometheus file_sd targets file lists them. Actors that die are restarted with backoff.
 Ctrl-C (or SIGTERM) stops every process: SIGTERM first, SIGKILL after --grace-s.
 
-`train` also prints a one-line status, read from the learner's /metrics endpoint, so it shows
-the same numbers as Prometheus and Grafana do.
+`train` also prints a one-line status, read from the learner's /metrics endpoint (and each
+actor's credit wait from its own, for the bottleneck verdict), so it shows the same numbers as
+Prometheus and Grafana do.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.status import StatusWindow, scrape  # noqa: E402
+from common.status import StatusWindow, actor_samples, scrape  # noqa: E402
 
 PY = sys.executable
 
@@ -64,15 +66,37 @@ def learner_argv(args: argparse.Namespace, run_dir: Path, host: str, port: str) 
     ]
 
 
+def one_lane(processes: int, cores: int) -> bool:
+    """Whether actors should step one lane rather than two, given every process the launcher
+    starts on this box (actors, plus the learner and the eval actor when it starts them).
+
+    Two lanes pay off only where a core is spare: the second lane's thread overlaps inference
+    with emulation on a core nothing else wants. Once the processes fill every core, threads add
+    no CPU and one lane batches inference twice as wide. Measured on a 16-core box with 15
+    actors: one lane streamed 0.97 of raw emulator speed, two lanes 0.89 (docs/PERFORMANCE.md).
+    """
+    return processes >= cores
+
+
+def local_processes(n: int, *, learner: bool, eval_actor: bool) -> int:
+    """Processes the launcher starts: `n` actors, the learner and the eval actor if asked."""
+    return n + int(learner) + int(eval_actor)
+
+
+def lanes_flag(processes: int, cores: int | None = None) -> list[str]:
+    """`--lanes 1` when `one_lane` says so, else nothing (the actor's default of 2 lanes)."""
+    if cores is None:
+        cores = os.process_cpu_count() or 1
+    return ["--lanes", "1"] if one_lane(processes, cores) else []
+
+
 def actor_argv(i: int, args: argparse.Namespace, extra: list[str]) -> list[str]:
     argv = [PY, "-m", "actor", "--actor-id", str(i), "--learner", args.learner]
     if args.metrics_base_port:
         argv += ["--metrics-port", str(args.metrics_base_port + i)]
-    if args.n >= (os.process_cpu_count() or 1):
-        # every core already has an actor: lane threads add no CPU, and one lane batches
-        # inference twice as wide (docs/PERFORMANCE.md); flags after -- still override this
-        argv += ["--lanes", "1"]
-    return argv + extra
+    train = args.mode == "train"
+    processes = local_processes(args.n, learner=train, eval_actor=train and args.eval)
+    return argv + lanes_flag(processes) + extra  # flags after -- come last: they override
 
 
 def write_targets(
@@ -100,6 +124,8 @@ def supervise(procs: list[Proc], args: argparse.Namespace, learner: Proc | None)
     for p in procs:
         p.start()
     url = f"http://127.0.0.1:{args.learner_metrics_port}/metrics" if learner else None
+    base = args.metrics_base_port if learner else 0
+    actor_urls = [f"http://127.0.0.1:{base + i}/metrics" for i in range(args.n)] if base else []
     window = StatusWindow()
     last_status = time.monotonic()
     code = 0
@@ -136,7 +162,9 @@ def supervise(procs: list[Proc], args: argparse.Namespace, learner: Proc | None)
                 p.start()
         if url and time.monotonic() - last_status >= args.status_interval_s:
             now = scrape(url)
-            if now:
+            if now:  # the learner answered; add the actors that do
+                for i, actor_url in enumerate(actor_urls):
+                    now |= actor_samples(scrape(actor_url, timeout_s=0.5), i)
                 sys.stderr.write("\r" + window.line(now) + "  ")
                 sys.stderr.flush()
             last_status = time.monotonic()
@@ -157,7 +185,22 @@ def supervise(procs: list[Proc], args: argparse.Namespace, learner: Proc | None)
     return code
 
 
+def print_lanes(argv: list[str]) -> int:
+    """`lanes`: print the actors' lane flag for a box running these processes (`make up`)."""
+    parser = argparse.ArgumentParser(prog="launch.py lanes", description=print_lanes.__doc__)
+    parser.add_argument("--n", type=int, required=True, help="actor processes on this box")
+    parser.add_argument("--with-learner", action="store_true", help="a learner runs here too")
+    parser.add_argument("--with-eval", action="store_true", help="an eval actor runs here too")
+    args = parser.parse_args(argv)
+    processes = local_processes(args.n, learner=args.with_learner, eval_actor=args.with_eval)
+    print(" ".join(lanes_flag(processes)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["lanes"]:
+        return print_lanes(argv[1:])
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -198,10 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--learner-args", default="", help="extra learner flags, one string (train)"
     )
-    argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
-    parser.epilog = "Flags after -- go to every actor (see python -m actor --help)."
+    parser.epilog = (
+        "Flags after -- go to every actor (see python -m actor --help). "
+        "`launch.py lanes --n N [--with-learner] [--with-eval]` prints the lane flag alone."
+    )
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be >= 1")

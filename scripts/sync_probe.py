@@ -4,11 +4,11 @@
 
 The actor's own lane and inference code (`actor.rollout`) plays K envs; every finished chunk goes
 through the wire format and the learner's host conversion and batching, exactly as in a run; the
-learner's `Learner.step` trains on each batch of `--batch-chunks` chunks, then the acting model
-takes the new weights. So the policy lag is zero and the only clock is env frames: the curve says
-what an algorithm setting learns per frame, apart from throughput and lag. Each finished episode is
-one JSON line (env frames, max x, flag, outcome); a table of mean max x per `--window-frames`
-window is printed at the end.
+learner's `Learner.step` trains on each batch of `--max-batch-chunks` (or `--batch-chunks`)
+chunks, then the acting model takes the new weights. So the policy lag is zero and the only clock
+is env frames: the curve says what an algorithm setting learns per frame, apart from throughput
+and lag. Each finished episode is one JSON line (env frames, max x, flag, outcome); a table of
+mean max x per `--window-frames` window is printed at the end.
 
 Learner flags (after `--`) are those of `python -m learner` (defaults included), so a setting that
 wins here is one flag away from `make train`. One torch thread, so two probes can run side by side
@@ -71,7 +71,7 @@ def probe(
                     log.write(json.dumps(row) + "\n")
                 msg = wire.decode(wire.encode(to_wire_chunk(actor_cfg, "probe", 0, chunk)))
                 pending.append(to_host(msg, spec.frame_skip, pin=False))
-                if len(pending) == cfg.batch_chunks:
+                if len(pending) == cfg.batch_size().max_chunks:  # no queue here: a full batch
                     batch = collate(pending, device)
                     learner.observe_fresh(batch)
                     learner.step(batch)

@@ -44,6 +44,7 @@ LEARNER = {
     "mario_learner_ingest_queue_capacity": "gauge",
     "mario_chunk_latency_seconds": "histogram",
     "mario_learner_update_seconds": "histogram",
+    "mario_learner_batch_chunks": "histogram",
     "mario_learner_wait_seconds_total": "counter",
     "mario_learner_compute_seconds_total": "counter",
     "mario_learner_loss": "gauge",

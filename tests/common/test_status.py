@@ -1,15 +1,21 @@
 """The one-line status: its episode means and flag rate span the window's episodes across levels,
-from real learner metrics, compared with the figures of the episodes themselves."""
+from real learner metrics, compared with the figures of the episodes themselves; its bottleneck
+verdict follows the Grafana dashboard's table row by row, from real learner and actor metrics."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
+from prometheus_client.core import GaugeMetricFamily
 
 from common import status
-from common.metrics import LearnerMetrics
+from common.metrics import ActorMetrics, LearnerMetrics
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy/grafana/dashboards/mario-impala.json"
 
 
 def sample(metrics: LearnerMetrics) -> dict[str, float]:
@@ -28,6 +34,9 @@ def fields(line: str) -> dict[str, str]:
     m = re.fullmatch(r"(\d+) episodes in (\d+) s", parts[7])
     assert m, line
     out["episodes"], out["window_s"] = m.groups()
+    if parts[8].startswith("gpu "):
+        out["gpu"] = parts[8].split()[1].removesuffix("%")
+    out["verdict"] = parts[-1]
     return out
 
 
@@ -90,3 +99,109 @@ def test_the_window_averages_the_last_window_s_seconds_of_episodes():
 def test_the_window_must_be_positive():
     with pytest.raises(ValueError, match="window_s must be > 0"):
         status.StatusWindow(0.0)
+
+
+# ---- the bottleneck verdict ----------------------------------------------------------------
+
+
+def window(
+    *,
+    wait_s: float,
+    compute_s: float,
+    queued: int,
+    credit_waits_s: list[float] | None = None,
+    window_s: float = 60.0,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """(now, before) of a learner that waited `wait_s` and computed `compute_s` in the window,
+    with `queued` of 8 chunks queued now, and actors blocked on credits `credit_waits_s` each
+    (None: no actor samples, as in the learner's own registry)."""
+    learner = LearnerMetrics()
+    learner.ingest_queue_capacity.set(8)
+    actors = [ActorMetrics() for _ in credit_waits_s or []]
+    for a in actors:
+        a.flow_control_wait_seconds.inc(3.0)  # before the window
+
+    def merged() -> dict[str, float]:
+        out = sample(learner)
+        for i, a in enumerate(actors):
+            out |= status.actor_samples(status.flatten(a.registry.collect()), i)
+        return out
+
+    before = merged()
+    learner.wait_seconds.inc(wait_s)
+    learner.compute_seconds.inc(compute_s)
+    learner.ingest_queue_depth.set(queued)
+    for a, w in zip(actors, credit_waits_s or [], strict=True):
+        a.flow_control_wait_seconds.inc(w)
+    return merged(), before
+
+
+@pytest.mark.parametrize(
+    ("row", "wait_s", "queued", "credit_waits_s", "expected"),
+    [
+        # learner wait share (of 60 s) | ingest queue (of 8) | actors' credit wait (of 60 s)
+        ("queue full, starved, blocked", 50.0, 7, [40.0, 50.0], "learner-bound"),
+        ("queue full, busy, free", 5.0, 8, [1.0, 0.0], "learner-bound"),
+        ("busy learner, blocked actors", 20.0, 2, [25.0, 35.0], "learner-bound"),
+        ("starved learner, blocked actors", 45.0, 0, [30.0, 20.0], "transport-bound"),
+        ("starved learner, free actors", 45.0, 0, [6.0, 12.0], "actor-bound"),
+        ("busy learner, free actors", 20.0, 3, [6.0, 12.0], "balanced"),
+    ],
+)
+def test_the_verdict_follows_the_dashboards_table(row, wait_s, queued, credit_waits_s, expected):
+    now, before = window(
+        wait_s=wait_s, compute_s=60.0 - wait_s, queued=queued, credit_waits_s=credit_waits_s
+    )
+    assert status.verdict(now, before, 60.0) == expected, row
+    assert fields(status.status_line(now, before, 60.0))["verdict"] == expected
+
+
+@pytest.mark.parametrize(
+    ("wait_s", "queued", "expected"),
+    [(45.0, 0, "actor-bound"), (20.0, 3, "balanced"), (45.0, 7, "learner-bound")],
+)
+def test_without_actor_samples_the_verdict_rests_on_the_learners_own_numbers(
+    wait_s, queued, expected
+):
+    now, before = window(wait_s=wait_s, compute_s=60.0 - wait_s, queued=queued)
+    assert status.indicators(now, before, 60.0).credit_wait is None
+    assert status.verdict(now, before, 60.0) == expected
+
+
+def test_the_indicators_are_the_dashboards_numbers_over_the_window():
+    now, before = window(wait_s=15.0, compute_s=45.0, queued=2, credit_waits_s=[6.0, 30.0])
+    ind = status.indicators(now, before, 60.0)
+    assert ind.wait_share == pytest.approx(0.25)
+    assert ind.queue_fill == pytest.approx(0.25)
+    assert ind.credit_wait == pytest.approx((0.1 + 0.5) / 2)  # the mean over actors
+    # an actor restarted within the window (its counter reset) is left out, not counted negative
+    restarted = {**now, f"{status.CREDIT_WAIT}{{actor_id=1}}": 1.0}
+    assert status.indicators(restarted, before, 60.0).credit_wait == pytest.approx(0.1)
+
+
+def test_an_idle_learner_with_no_data_reads_balanced():
+    m = LearnerMetrics()
+    now = sample(m)
+    assert status.verdict(now, now, 10.0) == "balanced"
+    assert fields(status.status_line(now, now, 10.0))["verdict"] == "balanced"
+
+
+def test_the_thresholds_are_the_dashboards():
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    panel = next(p for p in panels if p["title"] == "Bottleneck" and p["type"] == "stat")
+    expr = panel["targets"][0]["expr"]
+    assert f"mario_learner_ingest_queue_capacity) or vector(0)) > bool {status.QUEUE_FULL}" in expr
+    assert f"{status.CREDIT_WAIT}[1m])) or vector(0)) > bool {status.CREDIT_WAIT_HIGH}" in expr
+    assert f"mario_learner_compute_seconds_total[1m])))) > bool {status.WAIT_SHARE_HIGH}" in expr
+    words = {m["text"] for m in panel["fieldConfig"]["defaults"]["mappings"][0]["options"].values()}
+    assert words == {"balanced", "actor-bound", "transport-bound", "learner-bound"}
+
+
+def test_the_line_shows_gpu_utilisation_only_on_a_gpu():
+    now, before = window(wait_s=45.0, compute_s=15.0, queued=0)
+    assert "gpu" not in fields(status.status_line(now, before, 60.0))
+    gpu = GaugeMetricFamily("mario_gpu_utilization_ratio", "util", labels=["gpu"])
+    gpu.add_metric(["0"], 0.37)
+    line = status.status_line(now | status.flatten([gpu]), before, 60.0)
+    assert fields(line)["gpu"] == "37" and fields(line)["verdict"] == "actor-bound"
+    assert line.endswith("| gpu  37% | actor-bound")

@@ -5,6 +5,7 @@ port BASE+id, --curve-dir only with keys)."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -207,3 +208,31 @@ def test_supervisord_actors_without_keys_or_metrics(tmp_path, monkeypatch, argv_
     assert (cfg.actor_id, cfg.metrics_port, cfg.curve_dir) == (2, 0, "")
     cfg = _config(LearnerConfig, _run(shlex.split(programs["learner"].command), run_env), "learner")
     assert cfg.curve_dir == ""
+
+
+def _up_actor_args(**settings: object) -> list[str]:
+    """The actor flags `make up` hands supervisord, as `make -n` prints them (nothing runs)."""
+    venv = Path(sys.executable).parent.parent
+    out = subprocess.run(
+        ["make", "-n", "up", f"VENV={venv}", *(f"{k}={v}" for k, v in settings.items())],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    (args,) = re.findall(r"MARIO_ACTOR_ARGS='([^']*)'", out)
+    return args.split()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
+def test_make_up_gives_one_lane_once_actors_and_learner_fill_the_cores(tmp_path):
+    cores = os.process_cpu_count() or 1
+    run = tmp_path / "run"
+    # N = cores - 1 (the default) beside the learner fills every core: the launcher's rule
+    assert "--lanes" in _up_actor_args(N=cores - 1 or 1, RUN=run)
+    if cores > 1:  # the same actors without a learner on this host leave a core spare
+        assert "--lanes" not in _up_actor_args(N=cores - 1, RUN=run, LEARNER_AUTOSTART="false")
+    if cores > 2:
+        assert "--lanes" not in _up_actor_args(N=cores - 2, RUN=run)
+    assert _up_actor_args(N=cores, RUN=run, ACTOR_ARGS="--lanes 2")[-2:] == ["--lanes", "2"]
