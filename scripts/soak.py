@@ -23,9 +23,10 @@ It measures, from the processes' own /metrics, supervisord and the run directory
 - per learner restart: down time (kill to serving), and the time each actor that lived through it
   takes to stream again (registered with the new learner and sent a chunk), from the moment the
   new learner serves (mario_learner_start_time_seconds); p50, p99, max;
-- per learner crash: updates lost (version at the kill minus the version resumed) against one
-  checkpoint interval of updates (the update rate before the crash x the interval, plus the one
-  update that may straddle the interval's end);
+- per learner crash: updates lost (the version at the kill minus the version resumed) and the
+  training time they took (since the resumed checkpoint was taken, or since the learner's start
+  if that came later), against one checkpoint interval plus the longest update of that life (the
+  loop reads the clock between updates, so one update may straddle the interval's end);
 - every checkpoint on disk loads (checked at every learner crash and at the end, after make
   down), and no half-written temp file outlives the next start;
 - resident memory of the learner, each actor and the eval actor every 5 s; the slope after the
@@ -317,7 +318,7 @@ class Restart:
     t_kill: float  # unix time
     updates_at_kill: int
     resumed_version: int
-    lost_s: float  # the kill's time minus the time the resumed checkpoint's state was taken
+    lost_s: float  # the kill's time minus the later of the resumed checkpoint and the life's start
     bound_s: float  # one checkpoint interval plus the longest update of the life that ended
     actors: dict[str, int]  # name -> pid of the actors alive at the kill
     t_ready: float | None = None
@@ -459,7 +460,9 @@ class Soak:
             t_kill,
             updates,
             resumed,
-            lost_s=t_kill - saved.get(resumed, t_kill),
+            # the training time lost: since the resumed checkpoint, or since this life began
+            # when it resumed from that checkpoint (the time before is the previous crash's)
+            lost_s=t_kill - max(saved.get(resumed, t_kill), self.learner_start or 0.0),
             bound_s=self.args.checkpoint_interval_s + self.longest_update_s(t_kill),
             actors=alive,
         )

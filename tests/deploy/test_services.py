@@ -226,13 +226,14 @@ def _up_actor_args(**settings: object) -> list[str]:
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
-def test_make_up_gives_one_lane_once_actors_and_learner_fill_the_cores(tmp_path):
+def test_make_up_gives_one_lane_once_actors_learner_and_eval_fill_the_cores(tmp_path):
     cores = os.process_cpu_count() or 1
     run = tmp_path / "run"
     # N = cores - 1 (the default) beside the learner fills every core: the launcher's rule
     assert "--lanes" in _up_actor_args(N=cores - 1 or 1, RUN=run)
-    if cores > 1:  # the same actors without a learner on this host leave a core spare
+    if cores > 1:  # the same actors without a learner (nor eval) on this host leave a core spare
         assert "--lanes" not in _up_actor_args(N=cores - 1, RUN=run, LEARNER_AUTOSTART="false")
-    if cores > 2:
-        assert "--lanes" not in _up_actor_args(N=cores - 2, RUN=run)
+    if cores > 2:  # the learner and the eval actor take the two cores the actors leave
+        assert "--lanes" in _up_actor_args(N=cores - 2, RUN=run)
+        assert "--lanes" not in _up_actor_args(N=cores - 2, RUN=run, EVAL="false")
     assert _up_actor_args(N=cores, RUN=run, ACTOR_ARGS="--lanes 2")[-2:] == ["--lanes", "2"]
