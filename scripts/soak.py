@@ -485,7 +485,7 @@ class Soak:
         os.kill(pid, signal.SIGKILL)
         t_kill = time.time()
         self.plain_kills += 1
-        self.learner_crashed("crash", t_kill, int(m.get("mario_learner_updates_total", 0)), procs)
+        self.learner_crashed("crash", t_kill, int(m.get("mario_policy_version", 0)), procs)
         return True
 
     def arm_midwrite(self, procs: dict) -> bool:
@@ -544,7 +544,7 @@ class Soak:
         actor_up = any(self.running_for(procs, a) >= 0 for a in self.actors)
         if m:
             start = m.get("mario_learner_start_time_seconds")
-            updates = m.get("mario_learner_updates_total", 0.0)
+            updates = m.get("mario_policy_version", 0.0)  # the run's updates, resumed
             if start != self.learner_start:  # a new life
                 self.learner_start = start
                 self.learner_samples = [(now, updates)]
