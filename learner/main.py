@@ -17,7 +17,13 @@ import zmq
 from common import config as config_io
 from common import curve, status, wire
 from common.gpu import GpuCollector
-from common.metrics import LearnerMetrics, MetricsPortError, RateWindow, serve
+from common.metrics import (
+    LearnerMetrics,
+    MetricsPortError,
+    RateWindow,
+    add_process_metrics,
+    serve,
+)
 from common.model import ActorCritic, ModelSpec
 from learner import checkpoint, reuse
 from learner.batch_size import chunks_to_take
@@ -457,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     metrics = LearnerMetrics()
+    add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
     try:
         loop = TrainLoop(cfg, metrics)
     except (checkpoint.RunDirBusy, ReplayCapacityError, BindError) as exc:

@@ -103,6 +103,9 @@ def test_train_survive_actor_kill_and_resume_after_learner_restart(tmp_path):
         am = procs.scrape(aports[1])
         assert am["mario_actor_reconnects_total"] >= 1
         assert am["mario_actor_chunks_sent_total"] > sent_before
+        # the standard process metrics (the soak's memory figures) on both sides
+        assert am["process_resident_memory_bytes"] > 0
+        assert lm()["process_resident_memory_bytes"] > 0
         # it registered with the restarted learner, then streamed (what the soak times)
         registered = am["mario_actor_registered_timestamp_seconds"]
         assert registered >= lm()["mario_learner_start_time_seconds"]
