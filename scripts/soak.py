@@ -29,8 +29,9 @@ It measures, from the processes' own /metrics, supervisord and the run directory
   loop reads the clock between updates, so one update may straddle the interval's end);
 - every checkpoint on disk loads (checked at every learner crash and at the end, after make
   down), and no half-written temp file outlives the next start;
-- resident memory of the learner, each actor and the eval actor every 5 s; the slope after the
-  first 5 minutes, in MiB/min, over every life of each process;
+- resident memory of the learner, each actor and the eval actor every 5 s (their
+  process_resident_memory_bytes); the slope after the first 5 minutes, in MiB/min, over every
+  life of each process;
 - rogue messages sent against the learner's mario_learner_messages_rejected_total, in rounds
   sent while nothing else can be rejected (learner up 10 s, no fault pending): each must be
   rejected exactly once; and crashes: exits other than the soak's own kill -9 (supervisord log);
@@ -406,7 +407,8 @@ class Soak:
         return status.scrape(f"http://127.0.0.1:{self.learner_metrics}/metrics", timeout_s=1.0)
 
     def scrape_actor(self, name: str) -> dict[str, float]:
-        i = int(name.rpartition("-")[2])
+        """An actor's /metrics ("actor-<i>"), or the eval actor's ("eval", id N)."""
+        i = len(self.actors) if name == "eval" else int(name.rpartition("-")[2])
         return status.scrape(f"http://127.0.0.1:{self.actor_base + i}/metrics", timeout_s=1.0)
 
     def running_for(self, procs: dict[str, dict], name: str) -> float:
@@ -599,18 +601,25 @@ class Soak:
                 )
 
     def sample_memory(self, procs: dict, now: float) -> None:
+        """Resident memory of every process, from its own /metrics (process_resident_memory_bytes),
+        else from /proc when its metrics do not answer."""
         for name in ["learner", *self.actors, "eval"]:
             p = procs.get(name)
             if not p or p["pid"] <= 0:
                 continue
-            try:
-                text = Path(f"/proc/{p['pid']}/status").read_text()
-            except OSError:
-                continue
-            rss = re.search(r"^VmRSS:\s+(\d+) kB", text, re.M)
-            if rss:
-                role = "actor" if name.startswith("actor-") else name
-                self.memory.setdefault(role, []).append((now, int(rss.group(1)) / 1024))
+            m = self.scrape_learner() if name == "learner" else self.scrape_actor(name)
+            mib = m.get("process_resident_memory_bytes", 0.0) / 2**20
+            if not mib:
+                try:
+                    text = Path(f"/proc/{p['pid']}/status").read_text()
+                except OSError:
+                    continue
+                rss = re.search(r"^VmRSS:\s+(\d+) kB", text, re.M)
+                if not rss:
+                    continue
+                mib = int(rss.group(1)) / 1024
+            role = "actor" if name.startswith("actor-") else name
+            self.memory.setdefault(role, []).append((now, mib))
 
     # -- rogue -----------------------------------------------------------------------------
 
