@@ -530,7 +530,9 @@ class Soak:
                 time.sleep(0.002)
 
     def kill_actor(self, procs: dict) -> bool:
-        pending = any(not r.done() for r in self.restarts)
+        # not while a learner restart is being timed (or about to be): the actors' resume
+        # after it is measured on actors that lived through it
+        pending = any(not r.done() for r in self.restarts) or self.midwrite_armed.is_set()
         ready = [a for a in self.actors if self.running_for(procs, a) >= STARTSECS]
         if pending or not ready:
             return False
