@@ -20,7 +20,14 @@ from actor.rollout import ChunkArrays, Lane, infer_and_act, split_lanes
 from common import config as config_io
 from common import wire
 from common.env import EnvBuildError, build_envs
-from common.metrics import ActorMetrics, EvalMetrics, MetricsPortError, RateWindow, serve
+from common.metrics import (
+    ActorMetrics,
+    EvalMetrics,
+    MetricsPortError,
+    RateWindow,
+    add_process_metrics,
+    serve,
+)
 from common.model import ActorCritic
 
 log = logging.getLogger("actor")
@@ -175,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     torch.set_num_threads(cfg.torch_threads)
     metrics = EvalMetrics() if cfg.eval else ActorMetrics()
+    add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
     if cfg.metrics_port:
         try:
             serve(metrics.registry, cfg.metrics_host, cfg.metrics_port)

@@ -107,9 +107,18 @@ class LearnerMetrics:
         counter, gauge, histogram = _makers(r)
 
         # --- throughput ---
-        self.updates: Counter = counter("mario_learner_updates", "Optimizer updates.")
+        # Counters count this process's work from 0; the run's totals, resumed from the checkpoint,
+        # are the gauges mario_policy_version (updates) and mario_learner_run_env_frames.
+        self.updates: Counter = counter(
+            "mario_learner_updates",
+            "Optimizer updates by this process (the run's: policy version).",
+        )
         self.env_frames: Counter = counter(
-            "mario_learner_env_frames", "NES frames of the fresh agent steps consumed."
+            "mario_learner_env_frames", "NES frames of the fresh agent steps this process consumed."
+        )
+        self.run_env_frames: Gauge = gauge(
+            "mario_learner_run_env_frames",
+            "NES frames of fresh agent steps consumed over the whole run (resumed with it).",
         )
         self.agent_steps: Counter = counter("mario_learner_agent_steps", "Fresh agent steps used.")
         self.samples: Counter = counter(

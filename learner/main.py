@@ -17,7 +17,13 @@ import zmq
 from common import config as config_io
 from common import curve, status, wire
 from common.gpu import GpuCollector
-from common.metrics import LearnerMetrics, MetricsPortError, RateWindow, serve
+from common.metrics import (
+    LearnerMetrics,
+    MetricsPortError,
+    RateWindow,
+    add_process_metrics,
+    serve,
+)
 from common.model import ActorCritic, ModelSpec
 from learner import checkpoint, reuse
 from learner.batch_size import chunks_to_take
@@ -219,10 +225,12 @@ class TrainLoop:
             )
         self.env_frames = int(state["env_frames"])
         self.agent_steps = int(state["agent_steps"])
-        self.metrics.updates.inc(self.learner.updates)
-        self.metrics.sgd_steps.inc(self.learner.sgd_steps)
-        self.metrics.env_frames.inc(self.env_frames)
-        self.metrics.agent_steps.inc(self.agent_steps)
+        # The counters count this process's work from 0, as Prometheus expects of a counter (one
+        # that restarted at the resumed total, lower than its last scrape whenever a crash lost
+        # updates, would read as a reset and rate() would jump by the whole total); the run's
+        # totals are gauges.
+        self.metrics.policy_version.set(self.learner.updates)
+        self.metrics.run_env_frames.set(self.env_frames)
         log.info("resumed from %s at policy version %d", path.name, self.learner.updates)
 
     def save_checkpoint(self) -> Path:
@@ -330,6 +338,7 @@ class TrainLoop:
             self.metrics.sgd_steps.inc(stats.sgd_steps)
             self.metrics.agent_steps.inc(steps)
             self.metrics.env_frames.inc(frames)
+            self.metrics.run_env_frames.set(self.env_frames)
             self.metrics.samples.labels("fresh").inc(steps)
             self.metrics.policy_version.set(self.learner.updates)
             since_publish += 1
@@ -454,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     metrics = LearnerMetrics()
+    add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
     try:
         loop = TrainLoop(cfg, metrics)
     except (checkpoint.RunDirBusy, ReplayCapacityError, BindError) as exc:

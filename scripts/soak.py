@@ -29,8 +29,9 @@ It measures, from the processes' own /metrics, supervisord and the run directory
   loop reads the clock between updates, so one update may straddle the interval's end);
 - every checkpoint on disk loads (checked at every learner crash and at the end, after make
   down), and no half-written temp file outlives the next start;
-- resident memory of the learner, each actor and the eval actor every 5 s; the slope after the
-  first 5 minutes, in MiB/min, over every life of each process;
+- resident memory of the learner, each actor and the eval actor every 5 s (their
+  process_resident_memory_bytes); the slope after the first 5 minutes, in MiB/min, over every
+  life of each process;
 - rogue messages sent against the learner's mario_learner_messages_rejected_total, in rounds
   sent while nothing else can be rejected (learner up 10 s, no fault pending): each must be
   rejected exactly once; and crashes: exits other than the soak's own kill -9 (supervisord log);
@@ -76,6 +77,8 @@ HANG_S = 60.0
 RESUME_TIMEOUT_S = 60.0
 MEMORY_EVERY_S = 5.0
 WARMUP_S = 300.0
+TICK_S = 0.2  # the soak's loop: scrape, measure, fault, rogue, sleep
+LIFE_WARMUP_S = 20.0  # a process's memory counts once it is this old (imports, envs, buffers)
 ROGUE_BURST = 3
 ROGUE_SETTLE_S = 5.0
 
@@ -183,6 +186,16 @@ def judge(summary: dict[str, Any], targets: Targets) -> list[dict[str, Any]]:
         f"{max((c['lost_updates'] for c in crashes), default=0)} updates)",
         "0, at least one crash",
         bool(crashes) and not over,
+    )
+    older = [
+        c for c in crashes
+        if c.get("first_version_seen") is not None and c["first_version_seen"] < c["resumed_version"]
+    ]  # fmt: skip
+    check(
+        "learner restarts that resumed from an older than the newest complete checkpoint",
+        len(older),
+        "0",
+        not older,
     )
     need = max(1, math.floor(targets.midwrite_kills_per_30_min * minutes / 30))
     check(
@@ -371,7 +384,7 @@ class Soak:
         self.restarts: list[Restart] = []
         self.hang_gaps: list[float] = []
         self.longest_gap = 0.0
-        self.memory: dict[str, list[tuple[float, float]]] = {}
+        self.memory: dict[str, list[tuple[float, float, float]]] = {}  # (time, MiB, life's age)
         self.actor_kills = 0
         self.plain_kills = 0
         self.midwrite_kills = 0
@@ -382,12 +395,14 @@ class Soak:
         self.ckpt_errors: list[str] = []
         self.rogue_rounds = {"accounted": 0, "rejected": 0, "interrupted": 0, "noisy": 0}
         self.rogue_unaccounted: list[list[str]] = []
+        self.rogue_open: dict[str, Any] | None = None  # the burst being accounted for
+        self.last_rogue = 0.0
         self.events: list[dict[str, Any]] = []
         # state
         self.learner_start: float | None = None
         self.learner_samples: list[tuple[float, float]] = []  # (unix time, updates) this life
         self.update_times: list[float] = []  # when this life's updates were seen
-        self.life_seen: float | None = None
+        self.longest_spacing = 0.0  # between two updates of one life, over the soak so far
         self.last_progress = 0.0
         self.gap_open = False
         self.midwrite_armed = threading.Event()
@@ -406,7 +421,8 @@ class Soak:
         return status.scrape(f"http://127.0.0.1:{self.learner_metrics}/metrics", timeout_s=1.0)
 
     def scrape_actor(self, name: str) -> dict[str, float]:
-        i = int(name.rpartition("-")[2])
+        """An actor's /metrics ("actor-<i>"), or the eval actor's ("eval", id N)."""
+        i = len(self.actors) if name == "eval" else int(name.rpartition("-")[2])
         return status.scrape(f"http://127.0.0.1:{self.actor_base + i}/metrics", timeout_s=1.0)
 
     def running_for(self, procs: dict[str, dict], name: str) -> float:
@@ -440,13 +456,11 @@ class Soak:
         path = checkpoint.latest_path(self.ckpt_dir)
         return int(path.name[5:-3]) if path else 0
 
-    def longest_update_s(self, now: float) -> float:
-        """The longest time between two updates in this learner life so far (the time since the
-        life began if it made fewer than two)."""
-        t = self.update_times
-        if len(t) < 2:
-            return now - (self.life_seen or now)
-        return max(b - a for a, b in zip(t, t[1:], strict=False))
+    def longest_update_s(self) -> float:
+        """The longest time between two updates of one learner life seen so far, plus two of the
+        soak's ticks (it sees an update at its next scrape, so a spacing reads up to a tick off
+        at either end)."""
+        return self.longest_spacing + 2 * TICK_S
 
     # -- faults ----------------------------------------------------------------------------
 
@@ -463,7 +477,7 @@ class Soak:
             # the training time lost: since the resumed checkpoint, or since this life began
             # when it resumed from that checkpoint (the time before is the previous crash's)
             lost_s=t_kill - max(saved.get(resumed, t_kill), self.learner_start or 0.0),
-            bound_s=self.args.checkpoint_interval_s + self.longest_update_s(t_kill),
+            bound_s=self.args.checkpoint_interval_s + self.longest_update_s(),
             actors=alive,
         )
         self.restarts.append(r)
@@ -485,7 +499,7 @@ class Soak:
         os.kill(pid, signal.SIGKILL)
         t_kill = time.time()
         self.plain_kills += 1
-        self.learner_crashed("crash", t_kill, int(m.get("mario_learner_updates_total", 0)), procs)
+        self.learner_crashed("crash", t_kill, int(m.get("mario_policy_version", 0)), procs)
         return True
 
     def arm_midwrite(self, procs: dict) -> bool:
@@ -528,7 +542,9 @@ class Soak:
                 time.sleep(0.002)
 
     def kill_actor(self, procs: dict) -> bool:
-        pending = any(not r.done() for r in self.restarts)
+        # not while a learner restart is being timed (or about to be): the actors' resume
+        # after it is measured on actors that lived through it
+        pending = any(not r.done() for r in self.restarts) or self.midwrite_armed.is_set()
         ready = [a for a in self.actors if self.running_for(procs, a) >= STARTSECS]
         if pending or not ready:
             return False
@@ -544,12 +560,11 @@ class Soak:
         actor_up = any(self.running_for(procs, a) >= 0 for a in self.actors)
         if m:
             start = m.get("mario_learner_start_time_seconds")
-            updates = m.get("mario_learner_updates_total", 0.0)
+            updates = m.get("mario_policy_version", 0.0)  # the run's updates, resumed
             if start != self.learner_start:  # a new life
                 self.learner_start = start
                 self.learner_samples = [(now, updates)]
                 self.update_times = []
-                self.life_seen = now
                 for r in self.restarts:
                     if r.t_ready is None and start is not None and start >= r.t_kill:
                         r.t_ready = start
@@ -559,6 +574,9 @@ class Soak:
             else:
                 if updates > self.learner_samples[-1][1]:
                     self.progress(now)
+                    if self.update_times:
+                        spacing = now - self.update_times[-1]
+                        self.longest_spacing = max(self.longest_spacing, spacing)
                     self.update_times.append(now)
                 self.learner_samples.append((now, updates))
                 self.learner_samples = [s for s in self.learner_samples if now - s[0] <= 120]
@@ -599,59 +617,76 @@ class Soak:
                 )
 
     def sample_memory(self, procs: dict, now: float) -> None:
+        """Resident memory of every process, from its own /metrics (process_resident_memory_bytes),
+        else from /proc when its metrics do not answer."""
         for name in ["learner", *self.actors, "eval"]:
             p = procs.get(name)
             if not p or p["pid"] <= 0:
                 continue
-            try:
-                text = Path(f"/proc/{p['pid']}/status").read_text()
-            except OSError:
-                continue
-            rss = re.search(r"^VmRSS:\s+(\d+) kB", text, re.M)
-            if rss:
-                role = "actor" if name.startswith("actor-") else name
-                self.memory.setdefault(role, []).append((now, int(rss.group(1)) / 1024))
+            m = self.scrape_learner() if name == "learner" else self.scrape_actor(name)
+            mib = m.get("process_resident_memory_bytes", 0.0) / 2**20
+            if not mib:
+                try:
+                    text = Path(f"/proc/{p['pid']}/status").read_text()
+                except OSError:
+                    continue
+                rss = re.search(r"^VmRSS:\s+(\d+) kB", text, re.M)
+                if not rss:
+                    continue
+                mib = int(rss.group(1)) / 1024
+            role = "actor" if name.startswith("actor-") else name
+            age = self.running_for(procs, name)  # this life's age
+            self.memory.setdefault(role, []).append((now, mib, age))
 
     # -- rogue -----------------------------------------------------------------------------
 
-    def rogue_round(self, rogue: Any, next_fault_in: float) -> None:
-        """One burst, if nothing else can be rejected meanwhile; accounted against the learner's
-        reject counter."""
+    @staticmethod
+    def rejected_total(m: dict[str, float]) -> float:
+        return sum(v for k, v in m.items() if k.startswith("mario_learner_messages_rejected_total"))
+
+    def rogue_tick(self, rogue: Any, m: dict[str, float], next_fault_in: float, now: float) -> None:
+        """Rogue rounds, one tick at a time (the soak's loop never blocks on them): a burst when
+        nothing else can be rejected meanwhile, then, on later ticks, its accounting against the
+        learner's reject counter in `m` (this tick's scrape)."""
+        r = self.rogue_open
+        if r is not None:  # a burst is out: account for it
+            if not m:
+                return
+            if m.get("mario_learner_start_time_seconds") != r["life"]:
+                self.rogue_rounds["interrupted"] += 1
+                self.rogue_open = None
+                return
+            got = int(self.rejected_total(m) - r["r0"])
+            if got < ROGUE_BURST and now - r["sent"] < ROGUE_SETTLE_S:
+                return
+            rogue.drain()
+            self.rogue_open = None
+            if got > ROGUE_BURST:
+                self.rogue_rounds["noisy"] += 1
+                return
+            self.rogue_rounds["accounted"] += ROGUE_BURST
+            self.rogue_rounds["rejected"] += got
+            if got < ROGUE_BURST:
+                self.rogue_unaccounted.append(r["names"])
+                self.log("rogue messages not rejected", sent=r["names"], rejected=got)
+            return
         if (
-            self.learner_start is None
-            or time.time() - self.learner_start < 10
-            or any(not r.done() for r in self.restarts)
+            not m
+            or now - self.last_rogue < self.args.rogue_every_s
+            or self.learner_start is None
+            or now - self.learner_start < 10
+            or any(not x.done() for x in self.restarts)
             or self.midwrite_armed.is_set()
             or next_fault_in < ROGUE_SETTLE_S + 1
         ):
             return
-        before = self.scrape_learner()
-        if not before:
-            return
-        total = lambda m: sum(  # noqa: E731
-            v for k, v in m.items() if k.startswith("mario_learner_messages_rejected_total")
-        )
-        r0 = total(before)
-        names = [rogue.send() for _ in range(ROGUE_BURST)]
-        deadline = time.monotonic() + ROGUE_SETTLE_S
-        while True:
-            m = self.scrape_learner()
-            if m and m.get("mario_learner_start_time_seconds") != self.learner_start:
-                self.rogue_rounds["interrupted"] += 1
-                return
-            got = total(m) - r0 if m else 0
-            if got >= ROGUE_BURST or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        rogue.drain()
-        if got > ROGUE_BURST:
-            self.rogue_rounds["noisy"] += 1
-            return
-        self.rogue_rounds["accounted"] += ROGUE_BURST
-        self.rogue_rounds["rejected"] += int(got)
-        if got < ROGUE_BURST:
-            self.rogue_unaccounted.append(names)
-            self.log("rogue messages not rejected", sent=names, rejected=int(got))
+        self.last_rogue = now
+        self.rogue_open = {
+            "r0": self.rejected_total(m),
+            "life": self.learner_start,
+            "sent": now,
+            "names": [rogue.send() for _ in range(ROGUE_BURST)],
+        }
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -676,11 +711,11 @@ class Soak:
         self.last_progress = self.t0
         pending = list(self.faults)
         last_memory = 0.0
-        last_rogue = 0.0
         try:
             while (now := time.time()) - self.t0 < self.duration_s:
                 procs = self.deploy.processes()
-                self.observe_learner(self.scrape_learner(), procs, now)
+                m = self.scrape_learner()
+                self.observe_learner(m, procs, now)
                 self.observe_resumes(procs, now)
                 while not self.midwrite_results.empty():
                     res = self.midwrite_results.get()
@@ -714,10 +749,8 @@ class Soak:
                         pending.pop(0)
                         self.log("fault skipped: its target was never ready", kind=f.kind)
                 next_in = (pending[0].at_s - elapsed) if pending else math.inf
-                if now - last_rogue >= self.args.rogue_every_s:
-                    last_rogue = now
-                    self.rogue_round(rogue, next_in)
-                time.sleep(0.2)
+                self.rogue_tick(rogue, m, next_in, now)
+                time.sleep(TICK_S)
         finally:
             self.stop.set()
             self.midwrite_armed.clear()
@@ -734,10 +767,14 @@ class Soak:
         self.check_checkpoints()  # the final one too, written on make down
         resumes = [v for r in self.restarts for v in r.resume_s.values()]
         crashes_log, kills_log = supervisord_exits(self.run_dir / "logs")
+        # After the soak's warm-up, and within each life only once it is LIFE_WARMUP_S old: a
+        # process killed every minute is mostly young, and each start's climb (imports, env
+        # builds, the first update's buffers) would otherwise read as a slope of its own.
         mem_slopes = {}
+        warm = min(WARMUP_S, self.duration_s / 3)
         for role, samples in sorted(self.memory.items()):
             after = [
-                (t, v) for t, v in samples if t - self.t0 >= min(WARMUP_S, self.duration_s / 3)
+                (t, v) for t, v, age in samples if t - self.t0 >= warm and age >= LIFE_WARMUP_S
             ]
             mem_slopes[role] = slope_per_minute(after)
         return {
@@ -794,6 +831,10 @@ class Soak:
             "memory_slope_mib_per_min": mem_slopes,
             "memory_mib_last": {
                 role: round(s[-1][1], 1) for role, s in sorted(self.memory.items()) if s
+            },
+            "memory_samples": {  # [seconds from the start, MiB, age of the process's life]
+                role: [[round(t - self.t0, 1), round(v, 1), round(a, 1)] for t, v, a in s]
+                for role, s in sorted(self.memory.items())
             },
             "rogue": {**self.rogue_rounds, "unaccounted": self.rogue_unaccounted},
             "crashes": crashes_log,

@@ -32,6 +32,7 @@ from common.metrics import (
 LEARNER = {
     "mario_learner_updates_total": "counter",
     "mario_learner_env_frames_total": "counter",
+    "mario_learner_run_env_frames": "gauge",
     "mario_learner_agent_steps_total": "counter",
     "mario_learner_samples_total": "counter",
     "mario_learner_agent_steps_per_second": "gauge",

@@ -20,6 +20,7 @@ ALERTS = {
     "MarioGpuIdle",
     "MarioPolicyLagHigh",
     "MarioNoUpdates",
+    "MarioRestarting",
 }
 
 pytestmark = pytest.mark.skipif(

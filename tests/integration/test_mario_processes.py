@@ -90,16 +90,22 @@ def test_train_survive_actor_kill_and_resume_after_learner_restart(tmp_path):
         started = [learner, actors[1]]
         procs.wait_until("the restarted learner's metrics", lambda: bool(lm()), 60, started)
         assert lm()["mario_policy_version"] >= version  # resumed, not restarted from zero
+        # its counters count its own work from 0 (no false reset for rate()); the gauges resume
+        assert lm()["mario_learner_updates_total"] <= lm()["mario_policy_version"] - version
+        assert lm()["mario_learner_run_env_frames"] >= saved["env_frames"]
         assert "resumed from" in learner.output()
         procs.wait_until(
             "the surviving actor to reconnect and stream",
-            lambda: lm().get("mario_learner_updates_total", 0) >= version + 5,
+            lambda: lm().get("mario_policy_version", 0) >= version + 5,
             90,
             started,
         )
         am = procs.scrape(aports[1])
         assert am["mario_actor_reconnects_total"] >= 1
         assert am["mario_actor_chunks_sent_total"] > sent_before
+        # the standard process metrics (the soak's memory figures) on both sides
+        assert am["process_resident_memory_bytes"] > 0
+        assert lm()["process_resident_memory_bytes"] > 0
         # it registered with the restarted learner, then streamed (what the soak times)
         registered = am["mario_actor_registered_timestamp_seconds"]
         assert registered >= lm()["mario_learner_start_time_seconds"]

@@ -103,7 +103,8 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
         "ACTOR_ARGS": ACTOR_ARGS,
     }
     lm = lambda: procs.scrape(lport)  # noqa: E731
-    updates = lambda: lm().get("mario_learner_updates_total", 0)  # noqa: E731
+    # the run's updates, across learner lives (the updates counter restarts with each process)
+    updates = lambda: lm().get("mario_policy_version", 0)  # noqa: E731
     learner_log = run / "logs/learner.log"
     supervisord_pid = 0
     try:

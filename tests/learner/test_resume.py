@@ -51,3 +51,18 @@ def test_a_checkpoint_of_another_network_is_refused_with_the_flag_to_change(tmp_
         assert resumed.model.last_action is None
     finally:
         resumed.close()
+
+
+def test_a_resumed_learner_counts_its_own_work_from_zero_and_resumes_the_runs_totals(tmp_path):
+    save_without_last_action(tmp_path, 12)
+    resumed = loop(tmp_path, last_action=False, input_norm=False, popart=False)
+    try:
+        value = resumed.metrics.registry.get_sample_value
+        # a counter that restarted at 12, below what Prometheus last scraped from the crashed
+        # learner, would read as a reset: rate() would count all 12 updates again
+        assert value("mario_learner_updates_total") == 0
+        assert value("mario_learner_env_frames_total") == 0
+        assert value("mario_policy_version") == 12
+        assert value("mario_learner_run_env_frames") == 4096
+    finally:
+        resumed.close()

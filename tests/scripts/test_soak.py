@@ -81,7 +81,14 @@ def test_judge_passes_a_good_soak_and_names_each_failure():
     bad["midwrite_kills"] = 19
     bad["memory_slope_mib_per_min"]["actor"] = 1.5
     bad["rogue"]["rejected"] = 29
-    bad["learner_crashes"].append({"lost_updates": 5, "within_interval": False})
+    bad["learner_crashes"].append(
+        {
+            "lost_updates": 5,
+            "within_interval": False,
+            "resumed_version": 10,
+            "first_version_seen": 8,
+        }
+    )
     failed = {c["check"] for c in soak.judge(bad, soak.Targets()) if c["ok"] is False}
     assert failed == {
         "actor streaming again after a learner restart, p99 s",
@@ -89,6 +96,7 @@ def test_judge_passes_a_good_soak_and_names_each_failure():
         "actor resident memory slope after warm-up, MiB/min",
         "rogue messages rejected (in accounted rounds)",
         "learner crashes that lost more than one checkpoint interval of updates",
+        "learner restarts that resumed from an older than the newest complete checkpoint",
     }
 
 
