@@ -397,6 +397,7 @@ class Soak:
         self.rogue_unaccounted: list[list[str]] = []
         self.rogue_open: dict[str, Any] | None = None  # the burst being accounted for
         self.last_rogue = 0.0
+        self.rogue_sent: dict[str, int] = {}
         self.events: list[dict[str, Any]] = []
         # state
         self.learner_start: float | None = None
@@ -754,6 +755,7 @@ class Soak:
         finally:
             self.stop.set()
             self.midwrite_armed.clear()
+            self.rogue_sent = dict(sorted(rogue.sent.items()))
             rogue.close()
             self.log("make down")
             try:
@@ -836,7 +838,11 @@ class Soak:
                 role: [[round(t - self.t0, 1), round(v, 1), round(a, 1)] for t, v, a in s]
                 for role, s in sorted(self.memory.items())
             },
-            "rogue": {**self.rogue_rounds, "unaccounted": self.rogue_unaccounted},
+            "rogue": {
+                **self.rogue_rounds,
+                "unaccounted": self.rogue_unaccounted,
+                "sent": self.rogue_sent,  # by message/mutation, accounted rounds or not
+            },
             "crashes": crashes_log,
             "env_builds": env_builds(self.run_dir / "logs"),
             "events": self.events,
