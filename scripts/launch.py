@@ -66,16 +66,21 @@ def learner_argv(args: argparse.Namespace, run_dir: Path, host: str, port: str) 
     ]
 
 
-def one_lane(processes: int, cores: int) -> bool:
+def one_lane(actors: int, processes: int, cores: int) -> bool:
     """Whether actors should step one lane rather than two, given every process the launcher
-    starts on this box (actors, plus the learner and the eval actor when it starts them).
+    starts on this box (`processes`: the actors, plus the learner and the eval actor when it
+    starts them).
 
     Two lanes pay off only where a core is spare: the second lane's thread overlaps inference
     with emulation on a core nothing else wants. Once the processes fill every core, threads add
     no CPU and one lane batches inference twice as wide. Measured on a 16-core box with 15
     actors: one lane streamed 0.97 of raw emulator speed, two lanes 0.89 (docs/PERFORMANCE.md).
+
+    A lone actor keeps two lanes: it is then the run's only producer, and the learner beside it
+    waits for its chunks, leaving CPU that the second lane uses. Measured with `make train` on
+    the 2-core machine (1 actor, learner, eval actor): two lanes 1.22x the env frames/s of one.
     """
-    return processes >= cores
+    return actors > 1 and processes >= cores
 
 
 def local_processes(n: int, *, learner: bool, eval_actor: bool) -> int:
@@ -83,11 +88,11 @@ def local_processes(n: int, *, learner: bool, eval_actor: bool) -> int:
     return n + int(learner) + int(eval_actor)
 
 
-def lanes_flag(processes: int, cores: int | None = None) -> list[str]:
+def lanes_flag(actors: int, processes: int, cores: int | None = None) -> list[str]:
     """`--lanes 1` when `one_lane` says so, else nothing (the actor's default of 2 lanes)."""
     if cores is None:
         cores = os.process_cpu_count() or 1
-    return ["--lanes", "1"] if one_lane(processes, cores) else []
+    return ["--lanes", "1"] if one_lane(actors, processes, cores) else []
 
 
 def actor_argv(i: int, args: argparse.Namespace, extra: list[str]) -> list[str]:
@@ -96,7 +101,7 @@ def actor_argv(i: int, args: argparse.Namespace, extra: list[str]) -> list[str]:
         argv += ["--metrics-port", str(args.metrics_base_port + i)]
     train = args.mode == "train"
     processes = local_processes(args.n, learner=train, eval_actor=train and args.eval)
-    return argv + lanes_flag(processes) + extra  # flags after -- come last: they override
+    return argv + lanes_flag(args.n, processes) + extra  # flags after -- come last: they override
 
 
 def write_targets(
@@ -193,7 +198,7 @@ def print_lanes(argv: list[str]) -> int:
     parser.add_argument("--with-eval", action="store_true", help="an eval actor runs here too")
     args = parser.parse_args(argv)
     processes = local_processes(args.n, learner=args.with_learner, eval_actor=args.with_eval)
-    print(" ".join(lanes_flag(processes)))
+    print(" ".join(lanes_flag(args.n, processes)))
     return 0
 
 

@@ -230,10 +230,11 @@ def test_make_up_gives_one_lane_once_actors_learner_and_eval_fill_the_cores(tmp_
     cores = os.process_cpu_count() or 1
     run = tmp_path / "run"
     # N = cores - 1 (the default) beside the learner fills every core: the launcher's rule
-    assert "--lanes" in _up_actor_args(N=cores - 1 or 1, RUN=run)
+    assert "--lanes" in _up_actor_args(N=max(2, cores - 1), RUN=run)
+    assert "--lanes" not in _up_actor_args(N=1, RUN=run)  # a lone actor keeps two lanes
     if cores > 1:  # the same actors without a learner (nor eval) on this host leave a core spare
         assert "--lanes" not in _up_actor_args(N=cores - 1, RUN=run, LEARNER_AUTOSTART="false")
-    if cores > 2:  # the learner and the eval actor take the two cores the actors leave
+    if cores > 3:  # the learner and the eval actor take the two cores the actors leave
         assert "--lanes" in _up_actor_args(N=cores - 2, RUN=run)
         assert "--lanes" not in _up_actor_args(N=cores - 2, RUN=run, EVAL="false")
     assert _up_actor_args(N=cores, RUN=run, ACTOR_ARGS="--lanes 2")[-2:] == ["--lanes", "2"]

@@ -33,8 +33,14 @@ def lanes(argv: list[str]) -> str | None:
 
 def test_one_lane_once_the_processes_fill_every_core():
     one_lane = launcher().one_lane
-    assert one_lane(16, 16) and one_lane(17, 16) and one_lane(1, 1)
-    assert not one_lane(15, 16) and not one_lane(1, 2)
+    assert one_lane(16, 16, 16) and one_lane(15, 17, 16) and one_lane(2, 2, 2)
+    assert not one_lane(15, 15, 16) and not one_lane(2, 3, 4)
+
+
+def test_a_lone_actor_keeps_two_lanes():
+    one_lane = launcher().one_lane
+    assert not one_lane(1, 3, 2)  # make train on 2 cores: actor, learner, eval actor
+    assert not one_lane(1, 1, 1)
 
 
 def test_the_processes_counted_are_the_actors_the_learner_and_the_eval_actor():
@@ -43,13 +49,13 @@ def test_the_processes_counted_are_the_actors_the_learner_and_the_eval_actor():
     assert count(15, learner=True, eval_actor=False) == 16
     assert count(15, learner=False, eval_actor=False) == 15
     flag = launcher().lanes_flag
-    assert flag(count(14, learner=True, eval_actor=True), cores=16) == ["--lanes", "1"]
-    assert flag(count(14, learner=True, eval_actor=False), cores=16) == []
+    assert flag(14, count(14, learner=True, eval_actor=True), cores=16) == ["--lanes", "1"]
+    assert flag(14, count(14, learner=True, eval_actor=False), cores=16) == []
 
 
 def test_actors_filling_every_core_get_one_lane():
     cores = os.process_cpu_count() or 1
-    assert lanes(argv_for(cores, [])) == "1"
+    assert lanes(argv_for(max(cores, 2), [])) == "1"
     assert lanes(argv_for(cores + 3, ["--level", "1-2"])) == "1"
 
 
@@ -61,7 +67,8 @@ def test_actors_with_a_core_to_spare_keep_the_default():
 
 def test_train_counts_the_learner_and_the_eval_actor_beside_the_actors():
     cores = os.process_cpu_count() or 1
-    if cores > 2:
+    assert lanes(argv_for(1, [], mode="train")) is None  # a lone actor, whatever the cores
+    if cores > 3:
         # the default N = cores - 1 leaves no core spare once the learner runs
         assert lanes(argv_for(cores - 1, [], mode="train", eval_actor=False)) == "1"
         assert lanes(argv_for(cores - 2, [], mode="train", eval_actor=False)) is None
