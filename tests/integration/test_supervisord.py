@@ -53,7 +53,13 @@ def status(settings: dict[str, object]) -> dict[str, tuple[str, int]]:
 
 
 def all_running(settings: dict[str, object]) -> bool:
-    return all(state == "RUNNING" and pid > 0 for state, pid in status(settings).values())
+    """Every process supervisord starts is RUNNING (the eval actor, with EVAL=false, is not
+    started: it stays STOPPED)."""
+    return all(
+        state == "RUNNING" and pid > 0
+        for name, (state, pid) in status(settings).items()
+        if not (name == "mario:eval" and settings.get("EVAL") == "false")
+    )
 
 
 def kill9(pid: int) -> None:
@@ -101,6 +107,7 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
         "DEVICE": "cpu",
         "LEARNER_ARGS": LEARNER_ARGS,
         "ACTOR_ARGS": ACTOR_ARGS,
+        "EVAL": "false",  # the eval actor under make up: tests/integration/test_soak.py
     }
     lm = lambda: procs.scrape(lport)  # noqa: E731
     # the run's updates, across learner lives (the updates counter restarts with each process)
@@ -115,7 +122,12 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
         procs.wait_until("5 updates under supervisord", lambda: updates() >= 5, 150)
         procs.wait_until("every process RUNNING", lambda: all_running(settings), 60)
         first = status(settings)
-        assert sorted(first) == [*(f"mario:actor-{i}" for i in range(4)), "mario:learner"]
+        assert sorted(first) == [
+            *(f"mario:actor-{i}" for i in range(4)),
+            "mario:eval",
+            "mario:learner",
+        ]
+        assert first["mario:eval"] == ("STOPPED", 0)  # EVAL=false: configured, not started
         # 4 actors and the learner on 5 cores or fewer: one lane each (the launcher's rule)
         argv = Path(f"/proc/{first['mario:actor-0'][1]}/cmdline").read_bytes().split(b"\0")
         assert ("--lanes" in map(bytes.decode, argv)) == ((os.process_cpu_count() or 1) <= 5)

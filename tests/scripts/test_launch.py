@@ -92,12 +92,13 @@ def test_lanes_mode_prints_the_flag_for_make_up(capsys):
         assert launcher().main(["lanes", *argv]) == 0
         return capsys.readouterr().out.strip()
 
-    assert printed("--n", str(cores)) == "--lanes 1"
-    assert printed("--n", str(cores - 1), "--with-learner") == "--lanes 1"
-    assert printed("--n", str(cores - 1), "--with-eval") == "--lanes 1"
-    if cores > 1:
-        assert printed("--n", str(cores - 1)) == ""
+    assert printed("--n", str(max(2, cores))) == "--lanes 1"
+    assert printed("--n", "1", "--with-learner", "--with-eval") == ""  # a lone actor
     if cores > 2:
+        assert printed("--n", str(cores - 1), "--with-learner") == "--lanes 1"
+        assert printed("--n", str(cores - 1), "--with-eval") == "--lanes 1"
+        assert printed("--n", str(cores - 1)) == ""
+    if cores > 3:
         assert printed("--n", str(cores - 2), "--with-learner") == ""
 
 
