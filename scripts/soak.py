@@ -617,14 +617,14 @@ class Soak:
                     dropped=r.dropped,
                 )
 
-    def sample_memory(self, procs: dict, now: float) -> None:
+    def sample_memory(self, procs: dict, now: float, learner: dict[str, float]) -> None:
         """Resident memory of every process, from its own /metrics (process_resident_memory_bytes),
         else from /proc when its metrics do not answer."""
         for name in ["learner", *self.actors, "eval"]:
             p = procs.get(name)
             if not p or p["pid"] <= 0:
                 continue
-            m = self.scrape_learner() if name == "learner" else self.scrape_actor(name)
+            m = learner if name == "learner" else self.scrape_actor(name)  # this tick's scrape
             mib = m.get("process_resident_memory_bytes", 0.0) / 2**20
             if not mib:
                 try:
@@ -735,7 +735,7 @@ class Soak:
                     self.learner_crashed("mid-write" if torn else "crash", t_kill, u, procs)
                 if now - last_memory >= MEMORY_EVERY_S:
                     last_memory = now
-                    self.sample_memory(procs, now)
+                    self.sample_memory(procs, now, m)
                 elapsed = now - self.t0
                 if pending and elapsed >= pending[0].at_s and procs:
                     f = pending[0]
