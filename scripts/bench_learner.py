@@ -46,7 +46,8 @@ from learner.batching import collate  # noqa: E402
 from learner.config import LearnerConfig  # noqa: E402
 from learner.ingest import HostChunk, to_host  # noqa: E402
 from learner.main import build_training, resolve_device  # noqa: E402
-from scripts.bench_pipeline import _free_port, _sender  # noqa: E402
+from scripts.bench_pipeline import _sender  # noqa: E402
+from scripts.ports import free_ports  # noqa: E402
 
 FRAME_SKIP = 4
 
@@ -132,7 +133,7 @@ def time_updates(
 
 def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: float) -> dict:
     """A real learner process fed by `senders` processes; figures from its /metrics."""
-    port, mport = _free_port(), _free_port()
+    port, mport = free_ports(2), free_ports()
     with tempfile.TemporaryDirectory() as run_dir:
         argv = [sys.executable, "-m", "learner", "--run-dir", run_dir, "--device", device,
                 "--port", str(port), "--metrics-port", str(mport), "--arch", cfg.arch,

@@ -32,25 +32,7 @@ from common import wire  # noqa: E402
 from common.metrics import LearnerMetrics  # noqa: E402
 from common.model import ActorCritic, ModelSpec  # noqa: E402
 from learner.ingest import Ingest, IngestSettings  # noqa: E402
-
-
-def _free_port() -> int:
-    import socket
-
-    for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            p = a.getsockname()[1]
-        with socket.socket() as b:
-            try:
-                b.bind(("127.0.0.1", p + 1))
-                return p
-            except OSError:
-                continue
-    raise RuntimeError("no free port pair")
-
-
-# ---- raw emulator ------------------------------------------------------------------------
+from scripts.ports import free_ports  # noqa: E402
 
 
 def _raw_worker(seconds: float, emulators: int, out: mp.Queue) -> None:
@@ -102,7 +84,7 @@ class Sink:
     """The learner's real Ingest, drained by a thread that counts and drops what it takes."""
 
     def __init__(self, unroll_length: int, queue_chunks: int = 64):
-        self.port = _free_port()
+        self.port = free_ports(2)
         spec = ModelSpec()
         settings = IngestSettings(
             run_id="default",

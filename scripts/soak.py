@@ -47,7 +47,6 @@ build watchdog ends it, and reports failures and build-time percentiles.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -68,6 +67,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+
+from ports import free_ports  # noqa: E402
 
 from common import status  # noqa: E402
 
@@ -239,24 +240,6 @@ def judge(summary: dict[str, Any], targets: Targets) -> list[dict[str, Any]]:
 
 
 # ---- the deployment --------------------------------------------------------------------------
-
-
-def free_ports(n: int) -> int:
-    """A base port with base..base+n-1 all free on 127.0.0.1."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
-            continue
-        try:
-            with contextlib.ExitStack() as stack:
-                for port in range(base, base + n):
-                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError(f"no {n} consecutive free ports on 127.0.0.1")
 
 
 class UnixTransport(xmlrpc.client.Transport):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,29 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common import status
+from scripts.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port(span: int = 1) -> int:
     """A port P on 127.0.0.1 such that P .. P+span-1 were all free just now."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + span >= 65535:
-            continue
-        ok = True
-        for extra in range(1, span):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port + extra))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return port
-    raise RuntimeError("no free port range found")
+    return free_ports(span)
 
 
 class Proc:

@@ -17,7 +17,6 @@ import math
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.ports import free_ports
 from tests.deploy import dashboard as d
 
 ROOT = d.ROOT
@@ -63,25 +63,6 @@ MIN_HISTORY_S = 20  # of scraped samples before the queries are judged
 
 
 # ---- processes and ports -----------------------------------------------------------------------
-
-
-def free_ports(n: int) -> int:
-    """A base port with base..base+n-1 all free on 127.0.0.1 (bind to port 0, then check)."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
-            continue
-        try:
-            with contextlib.ExitStack() as stack:
-                for port in range(base, base + n):
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError(f"no {n} consecutive free ports")
 
 
 def start(argv: list[str], log: Path) -> subprocess.Popen:
