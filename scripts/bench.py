@@ -2,7 +2,8 @@
 
 - env: raw nes-py emulator frames/s vs the env factory's frames/s (target ratio >= 0.95).
 - model: default model CPU inference per observation (batch 4, one torch thread) as a share of one
-  agent step's emulation time, 4 frames (target <= 0.10).
+  agent step's emulation time, 4 frames (target <= 0.10); and against the same CNN without its
+  input normalisation and previous-action input, in the same rounds.
 Each pair is measured in alternating rounds so that machine noise hits both sides alike.
 """
 
@@ -66,26 +67,35 @@ def factory_frames_per_s(seconds: float) -> float:
     return steps * env.spec.frame_skip / (time.perf_counter() - start)
 
 
-def inference_s_per_obs(arch: str, batch: int, seconds: float) -> float:
-    model = ActorCritic(ModelSpec(arch=arch)).eval()
-    x = torch.randint(0, 256, (batch, 4, 84, 84), dtype=torch.uint8)
+# the small CNN without its input normalisation and previous-action input: what those two cost
+PLAIN_SMALL = ModelSpec(last_action=False, input_norm=False)
+
+
+def inference_s_per_obs(spec: ModelSpec, batch: int, seconds: float) -> float:
+    """Seconds per observation of `spec`'s forward pass on [batch, 4, 84, 84] uint8 frames (and
+    the previous action, where the spec takes it)."""
+    model = ActorCritic(spec).eval()
+    x = torch.randint(0, 256, (batch, spec.stack, 84, 84), dtype=torch.uint8)
+    last = torch.randint(0, spec.num_actions, (batch,)) if spec.last_action else None
     with torch.inference_mode():
         for _ in range(3):
-            model(x)
+            model(x, last)
         n, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
-            model(x)
+            model(x, last)
             n += 1
     return (time.perf_counter() - start) / (n * batch)
 
 
 def bench_env_and_model(rounds: int, seconds: float) -> dict:
-    raw, fac, inf = [], [], []
+    raw, fac, inf, plain = [], [], [], []
     for _ in range(rounds):
         raw.append(raw_frames_per_s(seconds))
         fac.append(factory_frames_per_s(seconds))
-        inf.append(inference_s_per_obs("small", 4, seconds / 2))
+        inf.append(inference_s_per_obs(ModelSpec(), 4, seconds / 2))
+        plain.append(inference_s_per_obs(PLAIN_SMALL, 4, seconds / 2))
     raw_fps, fac_fps, inf_s = statistics.median(raw), statistics.median(fac), statistics.median(inf)
+    over_plain = statistics.median(a / b for a, b in zip(inf, plain, strict=True))
     step_s = 4 / raw_fps  # emulation time of one agent step (4 frames)
     return {
         "raw_frames_per_s": raw_fps,
@@ -94,8 +104,12 @@ def bench_env_and_model(rounds: int, seconds: float) -> dict:
         "inference_ms_per_obs": inf_s * 1e3,
         "agent_step_emulation_ms": step_s * 1e3,
         "inference_over_agent_step": inf_s / step_s,
-        "nature_inference_ms_per_obs": inference_s_per_obs("nature", 4, seconds / 2) * 1e3,
-        "resnet_inference_ms_per_obs": inference_s_per_obs("resnet", 4, seconds / 2) * 1e3,
+        "plain_inference_ms_per_obs": statistics.median(plain) * 1e3,
+        "inference_over_plain": over_plain,
+        "nature_inference_ms_per_obs": inference_s_per_obs(ModelSpec(arch="nature"), 4, seconds / 2)
+        * 1e3,
+        "resnet_inference_ms_per_obs": inference_s_per_obs(ModelSpec(arch="resnet"), 4, seconds / 2)
+        * 1e3,
     }
 
 
@@ -118,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"default (small) CNN, batch 4 {r['inference_ms_per_obs']:8.3f} ms/obs     "
         f"= {r['inference_over_agent_step']:.3f} of one agent step's emulation ({r['agent_step_emulation_ms']:.2f} ms)  (target <= 0.10)"
+    )
+    print(
+        f"  without input norm and previous action {r['plain_inference_ms_per_obs']:.3f} ms/obs"
+        f" (the default costs {r['inference_over_plain']:.3f}x that, median of paired rounds)"
     )
     print(f"nature CNN, batch 4          {r['nature_inference_ms_per_obs']:8.3f} ms/obs")
     print(f"IMPALA resnet, batch 4       {r['resnet_inference_ms_per_obs']:8.3f} ms/obs")
