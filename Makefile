@@ -128,8 +128,10 @@ TARGETS ?= runs/targets/actors.json
 DOWN_TIMEOUT_S ?= 180
 SUPERVISOR_CONF := deploy/supervisord/mario-impala.conf
 # the launcher's rule (scripts/launch.py one_lane): once the actors, the learner and the eval
-# actor fill every core, lane threads add no CPU and the actors get --lanes 1 (ACTOR_ARGS overrides)
-UP_LANES = $(shell $(PY) scripts/launch.py lanes --n $(N) $(if $(filter true,$(LEARNER_AUTOSTART)),--with-learner) \
+# actor fill every core, lane threads add no CPU and the actors get --lanes 1 (ACTOR_ARGS overrides);
+# computed for make up only (supervisorctl for status and down does not start actors)
+UP_LANES =
+up: UP_LANES = $(shell $(PY) scripts/launch.py lanes --n $(N) $(if $(filter true,$(LEARNER_AUTOSTART)),--with-learner) \
 	$(if $(filter true,$(EVAL)),--with-eval))
 SUPERVISOR_ENV = MARIO_PYTHON=$(abspath $(PY)) MARIO_RUN=$(abspath $(RUN)) MARIO_HOST=$(HOST) \
 	MARIO_PORT=$(PORT) MARIO_DEVICE=$(DEVICE) MARIO_METRICS_HOST=$(METRICS_HOST) \
