@@ -72,10 +72,11 @@ PLAIN_SMALL = ModelSpec(last_action=False, input_norm=False)
 
 
 def inference_s_per_obs(spec: ModelSpec, batch: int, seconds: float) -> float:
-    """Seconds per observation of `spec`'s forward pass on [batch, 4, 84, 84] uint8 frames (and
+    """Seconds per observation of `spec`'s forward pass on [batch, S, H, W] uint8 frames (and
     the previous action, where the spec takes it)."""
     model = ActorCritic(spec).eval()
-    x = torch.randint(0, 256, (batch, spec.stack, 84, 84), dtype=torch.uint8)
+    size = spec.frame_size
+    x = torch.randint(0, 256, (batch, spec.stack, size, size), dtype=torch.uint8)
     last = torch.randint(0, spec.num_actions, (batch,)) if spec.last_action else None
     with torch.inference_mode():
         for _ in range(3):

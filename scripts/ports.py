@@ -6,8 +6,8 @@ import contextlib
 import socket
 
 
-def free_ports(n: int = 1, host: str = "127.0.0.1", tries: int = 200) -> int:
-    """A base port P such that P .. P+n-1 were all free on `host` just now.
+def free_ports(n: int = 1) -> int:
+    """A base port P such that P .. P+n-1 were all free on 127.0.0.1 just now.
 
     The kernel picks P (bind to port 0); the next n-1 ports are then bound together, so a range
     that is only partly free is skipped. Another process may still take a port before the caller
@@ -15,17 +15,17 @@ def free_ports(n: int = 1, host: str = "127.0.0.1", tries: int = 200) -> int:
     """
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
-    for _ in range(tries):
+    for _ in range(200):
         with socket.socket() as s:
-            s.bind((host, 0))
+            s.bind(("127.0.0.1", 0))
             base = s.getsockname()[1]
         if base + n > 65536:
             continue
         try:
             with contextlib.ExitStack() as stack:
                 for port in range(base, base + n):
-                    stack.enter_context(socket.socket()).bind((host, port))
+                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port))
             return base
         except OSError:
             continue
-    raise RuntimeError(f"no {n} consecutive free ports on {host} after {tries} tries")
+    raise RuntimeError(f"no {n} consecutive free ports on 127.0.0.1")

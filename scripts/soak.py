@@ -68,9 +68,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
-from ports import free_ports  # noqa: E402
-
 from common import status  # noqa: E402
+from scripts.ports import free_ports  # noqa: E402
 
 RUNNING = 20  # supervisord's process state code
 STARTSECS = 10.0  # deploy/supervisord/mario-impala.conf: a process younger than this is starting

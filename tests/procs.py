@@ -11,14 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common import status
-from scripts.ports import free_ports
+from scripts.ports import free_ports as free_port  # noqa: F401  (free_port(span): P .. P+span-1 free)
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port(span: int = 1) -> int:
-    """A port P on 127.0.0.1 such that P .. P+span-1 were all free just now."""
-    return free_ports(span)
 
 
 class Proc:
