@@ -34,27 +34,32 @@ bench: install
 	$(PY) scripts/bench_replay.py
 	$(PY) scripts/bench_learner.py --e2e
 
-# ---- running -----------------------------------------------------------------------------
-# N actors default to one per core but one (at least 1); ports: PORT (chunks), PORT+1 (weights).
-N ?= $(shell n=$$(nproc); echo $$(( n > 1 ? n - 1 : 1 )))
+# ---- running (scripts/service: one place for every command line) -------------------------------
+# Settings a user may give; each becomes the variable MARIO_<NAME> that scripts/service reads,
+# which has the defaults: N = one actor per core but one (at least 1), PORT 5555 (and PORT+1),
+# the learner on the GPU if there is one. RUN and LEVEL also serve eval and report below.
 RUN ?= runs/default
-PORT ?= 5555
 LEVEL ?= 1-1
-LEARNER ?= 127.0.0.1:$(PORT)
-LEARNER_ARGS ?=
-ACTOR_ARGS ?=
+SERVICE_VARS := RUN HOST PORT DEVICE METRICS_HOST LEARNER_METRICS_PORT LEARNER_AUTOSTART \
+	LEARNER_ARGS N FIRST_ACTOR LEARNER ACTOR_METRICS_BASE LEVEL ACTOR_ARGS KEYS EVAL TARGETS
+SERVICE_ENV = $(foreach v,$(SERVICE_VARS),$(if $($(v)),MARIO_$(v)='$($(v))'))
+SERVICE = $(SERVICE_ENV) $(PY) -m scripts.service
 
-.PHONY: learner actors train
+.PHONY: learner actors train commands
 
+# the learner alone in the foreground, with its own status line
 learner: install
-	$(PY) -m learner --run-dir $(RUN) --port $(PORT) --status-interval-s 2 $(LEARNER_ARGS)
+	$(SERVICE_ENV) MARIO_LEARNER_ARGS='--status-interval-s 2 $(LEARNER_ARGS)' $(PY) -m scripts.service exec learner
 
 actors: install
-	$(PY) scripts/launch.py actors --n $(N) --learner $(LEARNER) --run-dir $(RUN) -- --level $(LEVEL) $(ACTOR_ARGS)
+	$(SERVICE) actors
 
 train: install
-	$(PY) scripts/launch.py train --n $(N) --learner 127.0.0.1:$(PORT) --run-dir $(RUN) \
-		--learner-args "--device auto $(LEARNER_ARGS)" -- --level $(LEVEL) $(ACTOR_ARGS)
+	$(SERVICE) train
+
+# every process make up (or make train) would start here, with its command line
+commands: install
+	@$(SERVICE) commands
 
 # ---- evaluation and reports (docs/EVALUATION.md) ----------------------------------------------
 # RUN's latest checkpoint, or CKPT=file; EPISODES per policy; POLICY=both (greedy, then sampled),
@@ -66,14 +71,13 @@ POLICY ?= both
 # make report COMPARE="runs/a runs/b" draws those runs' learning curves beside RUN's
 COMPARE ?=
 GREEDY ?=
-DEVICE ?= auto
 EVAL_ARGS ?=
 
 .PHONY: eval report soak
 
 eval: install
 	$(PY) scripts/evaluate.py $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) --level $(LEVEL) \
-		--episodes $(EPISODES) --device $(DEVICE) \
+		--episodes $(EPISODES) $(if $(DEVICE),--device $(DEVICE)) \
 		--policy $(if $(GREEDY),$(if $(filter 1,$(GREEDY)),greedy,sampled),$(POLICY)) $(EVAL_ARGS)
 
 report: install
@@ -106,71 +110,26 @@ prometheus:
 		--web.listen-address=127.0.0.1:9090 $(PROMETHEUS_ARGS)
 
 # ---- as a service: supervisord (docs/DEPLOY.md) ------------------------------------------------
-# make up N=16: supervisord in the background (deploy/supervisord/mario-impala.conf) runs the
-# learner on HOST:PORT (DEVICE=auto: the GPU if present), N actors with ids FIRST_ACTOR.. and
-# the eval actor (EVAL=false: none; its targets in TARGETS' folder, eval.json), restarting
-# whichever dies; logs in RUN/logs/, actor targets for Prometheus in TARGETS.
-# make status lists them; make down stops everything (the learner writes its final checkpoint)
-# and returns once supervisord has exited. KEYS=dir turns CURVE on (make keys writes it); a
-# non-loopback HOST needs it. LEARNER_AUTOSTART=false runs actors only (with LEARNER=host:PORT).
-HOST ?= 127.0.0.1
-METRICS_HOST ?= 127.0.0.1
-LEARNER_METRICS_PORT ?= 9000
-ACTOR_METRICS_BASE ?= 9100
-FIRST_ACTOR ?= 0
-LEARNER_AUTOSTART ?= true
-# the eval actor (id FIRST_ACTOR + N) runs where the learner does, unless EVAL=false
-EVAL ?= $(LEARNER_AUTOSTART)
-EVAL_ID = $(shell echo $$(( $(FIRST_ACTOR) + $(N) )))
+# make up N=16: deploy/supervisord/mario-impala.conf in the background, the same processes as
+# make train (LEARNER_AUTOSTART=false: actors only, with LEARNER=host:PORT; EVAL=false: no eval
+# actor); make status lists them; make down stops everything (the learner writes its final
+# checkpoint) and returns once supervisord has exited. KEYS=dir turns CURVE on (make keys writes
+# it); a non-loopback HOST needs it.
 KEYS ?=
 FORCE ?= 0
-TARGETS ?= runs/targets/actors.json
 DOWN_TIMEOUT_S ?= 180
-SUPERVISOR_CONF := deploy/supervisord/mario-impala.conf
-# the launcher's rule (scripts/launch.py one_lane): once the actors, the learner and the eval
-# actor fill every core, lane threads add no CPU and the actors get --lanes 1 (ACTOR_ARGS overrides);
-# computed for make up only (supervisorctl for status and down does not start actors)
-UP_LANES =
-up: UP_LANES = $(shell $(PY) scripts/launch.py lanes --n $(N) $(if $(filter true,$(LEARNER_AUTOSTART)),--with-learner) \
-	$(if $(filter true,$(EVAL)),--with-eval))
-SUPERVISOR_ENV = MARIO_PYTHON=$(abspath $(PY)) MARIO_RUN=$(abspath $(RUN)) MARIO_HOST=$(HOST) \
-	MARIO_PORT=$(PORT) MARIO_DEVICE=$(DEVICE) MARIO_METRICS_HOST=$(METRICS_HOST) \
-	MARIO_LEARNER_METRICS_PORT=$(LEARNER_METRICS_PORT) MARIO_LEARNER_AUTOSTART=$(LEARNER_AUTOSTART) \
-	MARIO_LEARNER_ARGS='$(LEARNER_ARGS)' MARIO_N=$(N) MARIO_FIRST_ACTOR=$(FIRST_ACTOR) \
-	MARIO_LEARNER=$(LEARNER) MARIO_ACTOR_METRICS_BASE=$(ACTOR_METRICS_BASE) \
-	MARIO_ACTOR_ARGS='--level $(LEVEL) $(UP_LANES) $(ACTOR_ARGS)' MARIO_KEYS=$(if $(KEYS),$(abspath $(KEYS))) \
-	MARIO_EVAL_AUTOSTART=$(EVAL) MARIO_EVAL_ID=$(EVAL_ID)
-SUPERVISORCTL = $(SUPERVISOR_ENV) $(VENV)/bin/supervisorctl -c $(SUPERVISOR_CONF)
 
 .PHONY: up status down keys
 
 up: install
-	@mkdir -p $(RUN)/logs
-	$(SUPERVISOR_ENV) $(VENV)/bin/supervisord -c $(SUPERVISOR_CONF)
-	@if [ "$(ACTOR_METRICS_BASE)" != 0 ]; then \
-		mkdir -p $(dir $(TARGETS)); host=$(if $(filter 0.0.0.0 ::,$(METRICS_HOST)),127.0.0.1,$(METRICS_HOST)); sep=; \
-		{ printf '['; for i in $$(seq $(FIRST_ACTOR) $$(( $(FIRST_ACTOR) + $(N) - 1 ))); do \
-			printf '%s\n  {"targets": ["%s:%d"], "labels": {"job": "mario-actor", "actor_id": "%d"}}' \
-				"$$sep" $$host $$(( $(ACTOR_METRICS_BASE) + i )) $$i; sep=,; done; printf '\n]\n'; \
-		} > $(TARGETS).tmp && mv $(TARGETS).tmp $(TARGETS); \
-		if [ "$(EVAL)" = true ]; then evals=$(dir $(TARGETS))eval.json; \
-			printf '[\n  {"targets": ["%s:%d"], "labels": {"job": "mario-eval", "actor_id": "%d"}}\n]\n' \
-				$$host $$(( $(ACTOR_METRICS_BASE) + $(EVAL_ID) )) $(EVAL_ID) > $$evals.tmp && mv $$evals.tmp $$evals; fi; fi
-	@echo "supervisord runs $(if $(filter true,$(LEARNER_AUTOSTART)),the learner and )$(N) actors$(if $(filter true,$(EVAL)), and the eval actor (id $(EVAL_ID))) for $(RUN); logs in $(RUN)/logs/; make status, make down"
+	$(SERVICE) up
 
 status:
-	@$(SUPERVISORCTL) status
+	@$(SERVICE) status
 
 down:
-	@pidfile=$(RUN)/supervisord.pid; \
-	if [ ! -e $$pidfile ]; then echo "supervisord is not running for $(RUN)"; exit 0; fi; \
-	pid=$$(cat $$pidfile); \
-	if ! $(SUPERVISORCTL) shutdown; then \
-		kill -0 $$pid 2>/dev/null && exit 1; echo "supervisord (pid $$pid) is gone; removing its stale pidfile"; rm -f $$pidfile; exit 0; fi; \
-	for _ in $$(seq $$(( $(DOWN_TIMEOUT_S) * 5 ))); do \
-		[ -e $$pidfile ] || { echo "stopped: every process has exited"; exit 0; }; sleep 0.2; done; \
-	echo "error: supervisord (pid $$pid) still running after $(DOWN_TIMEOUT_S) s; see $(RUN)/logs/supervisord.log" >&2; exit 1
+	@$(SERVICE) down --timeout-s $(DOWN_TIMEOUT_S)
 
+# CURVE key pairs in KEYS (default runs/keys) for the learner, this host's actors and its eval actor
 keys: install
-	$(PY) scripts/keys.py --dir $(or $(KEYS),runs/keys) --n $(if $(filter true,$(EVAL)),$$(( $(N) + 1 )),$(N)) \
-		--first $(FIRST_ACTOR) $(if $(filter 1,$(FORCE)),--force)
+	$(SERVICE) keys $(if $(filter 1,$(FORCE)),--force)

@@ -67,8 +67,8 @@ def test_every_alert_has_severity_summary_description_and_tests():
     assert quiet == ALERTS, f"alerts never shown quiet: {ALERTS - quiet}"
 
 
-def test_file_sd_paths_resolve_to_the_launchers_targets_file():
-    # Prometheus reads file_sd paths relative to the config file; scripts/launch.py writes
+def test_file_sd_paths_resolve_to_the_services_targets_file():
+    # Prometheus reads file_sd paths relative to the config file; scripts/service writes
     # runs/targets/actors.json relative to the repository root (where make runs).
     text = (PROMETHEUS / "prometheus.yml").read_text()
     (pattern,) = re.findall(r'files: \["([^"]*actors[^"]*)"\]', text)

@@ -11,7 +11,6 @@ are what Grafana would send, with its variables replaced (tests/deploy/dashboard
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import math
 import re
@@ -27,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from scripts.ports import free_ports
+from scripts.service.host import Host, write_targets
 from tests.deploy import dashboard as d
 
 ROOT = d.ROOT
@@ -103,13 +103,6 @@ def api(base: str, path: str, **params: str) -> dict:
     return body["data"]
 
 
-def load_launcher():
-    spec = importlib.util.spec_from_file_location("launch", ROOT / "scripts" / "launch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def sample_value(text: str, name: str) -> float:
     m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
     return float(m.group(1)) if m else 0.0
@@ -164,12 +157,13 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
 
     # One block of free ports, so that no two of them can collide.
     port = free_ports(7)  # learner chunks; port + 1: learner weights
-    learner_metrics, actor_metrics, prom_port = port + 2, port + 3, port + 5  # 2 actors
-    eval_metrics = port + 6
+    learner_metrics, actor_metrics, prom_port = port + 2, port + 3, port + 6
+    eval_metrics = actor_metrics + 2  # 2 actors, then the eval actor (id 2)
     targets = tmp_path / "targets"
-    launcher = load_launcher()
-    launcher.write_targets(targets / "actors.json", "127.0.0.1", actor_metrics, 2)
-    launcher.write_targets(targets / "eval.json", "127.0.0.1", eval_metrics, 1, "mario-eval", 2)
+    written = write_targets(
+        Host(n=2, actor_metrics_base=actor_metrics, targets=str(targets / "actors.json"))
+    )
+    assert written == [targets / "actors.json", targets / "eval.json"]
     config = tmp_path / "prometheus.yml"
     config.write_text(prometheus_config(learner_metrics, targets))
     check = subprocess.run(
@@ -272,7 +266,7 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
         for q in gpu:
             assert results[q] == [], f"{q.title}: {results[q]} without a GPU"
 
-        # Scrape targets: the learner, and both actors from the launcher's file_sd file.
+        # Scrape targets: the learner, and both actors from the file_sd file scripts/service writes.
         active = api(prom, "targets", state="active")["activeTargets"]
         by_job = {}
         for t in active:

@@ -1,0 +1,137 @@
+"""python -m scripts.service COMMAND: start, watch and stop this host's processes.
+
+The host's settings come from the MARIO_* environment variables (scripts/service/host.py; `make`
+sets them from its variables of the same names, systemd from /etc/mario-impala/env).
+
+    exec learner | actor ID | eval    become that process (supervisord's programs, the systemd
+                                      units, `make learner`); --print shows its command instead
+    commands                          every process this host runs, with its command line
+    up                                supervisord in the background (`make up`)
+    train                             supervisord in the foreground with the status line (`make train`)
+    actors                            the same without the learner and the eval actor (`make actors`)
+    down                              stop everything, the learner last, and wait (`make down`)
+    status                            supervisorctl status (`make status`)
+    keys                              CURVE key pairs for them, in KEYS or runs/keys (`make keys`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+
+from scripts import keys
+from scripts.service import host as hosts
+from scripts.service.supervisor import CONF, ROOT, Supervisor, SupervisorError
+from scripts.service.watch import Watcher
+
+
+def _exec(h: hosts.Host, args: argparse.Namespace) -> int:
+    argv = hosts.argv_for(h, args.role, args.id)
+    if args.print:
+        print(shlex.join(argv))
+        return 0
+    os.execv(argv[0], argv)  # the pid supervisord or systemd watches becomes the process itself
+
+
+def _start(h: hosts.Host, args: argparse.Namespace) -> int:
+    supervisor = Supervisor(h)
+    foreground = args.command != "up"
+    supervisor.start(foreground=foreground)
+    for path in hosts.write_targets(h):
+        print(f"Prometheus targets: {path}", file=sys.stderr)
+    names = ", ".join(hosts.commands(h))
+    if not foreground:
+        print(
+            f"supervisord runs {names} for {h.run}; logs in {h.run}/logs/; make status, make down"
+        )
+        return 0
+    print(f"{args.command}: {names}; logs in {h.run}/logs/; Ctrl-C stops", file=sys.stderr)
+    return Watcher(h, supervisor).run(args.grace_s)
+
+
+def _down(h: hosts.Host, args: argparse.Namespace) -> int:
+    supervisor = Supervisor(h)
+    pid = supervisor.running_pid()
+    if pid is None:
+        supervisor.pidfile.unlink(missing_ok=True)
+        print(f"supervisord is not running for {h.run}")
+        return 0
+    if supervisor.shutdown(args.timeout_s):
+        print("stopped: every process has exited")
+        return 0
+    print(
+        f"error: supervisord (pid {pid}) still running after {args.timeout_s:.0f} s; see "
+        f"{h.run}/logs/supervisord.log",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def _status(h: hosts.Host, args: argparse.Namespace) -> int:
+    env = Supervisor(h).env
+    argv = [sys.executable, "-m", "supervisor.supervisorctl", "-c", str(CONF), "status"]
+    return subprocess.run(argv, cwd=ROOT, env=env, check=False).returncode
+
+
+def _keys(h: hosts.Host, args: argparse.Namespace) -> int:
+    ids = [*h.actor_ids, *([h.eval_id] if h.eval else [])]
+    argv = ["--dir", h.keys or "runs/keys", "--first", str(ids[0]), "--n", str(len(ids))]
+    return keys.main(argv + (["--force"] if args.force else []))
+
+
+def _commands(h: hosts.Host, args: argparse.Namespace) -> int:
+    for name, argv in hosts.commands(h).items():
+        print(f"{name}: {shlex.join(argv)}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.service",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    exec_ = sub.add_parser("exec", help="become the learner, an actor or the eval actor")
+    exec_.add_argument("role", choices=["learner", "actor", "eval"])
+    exec_.add_argument("id", nargs="?", type=int, help="the actor's id (actor only)")
+    exec_.add_argument("--print", action="store_true", help="print the command, run nothing")
+    sub.add_parser("commands", help="print every process's command line")
+    for name in ("up", "train", "actors"):
+        start = sub.add_parser(name, help=f"`make {name}`")
+        start.add_argument(
+            "--grace-s", type=float, default=180.0, help="wait this long for a clean stop"
+        )
+    down = sub.add_parser("down", help="`make down`")
+    down.add_argument("--timeout-s", type=float, default=180.0, help="wait this long to stop")
+    sub.add_parser("status", help="`make status`")
+    keys_ = sub.add_parser("keys", help="`make keys`")
+    keys_.add_argument("--force", action="store_true", help="replace existing key pairs")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "exec" and (args.role == "actor") != (args.id is not None):
+        _parser().error("exec takes an id for an actor, and only for an actor")
+    try:
+        h = hosts.host_for(args.command)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if problems := h.problems():
+        print("error: " + "; ".join(problems), file=sys.stderr)
+        return 2
+    run = {"exec": _exec, "commands": _commands, "down": _down, "status": _status, "keys": _keys}
+    try:
+        return run.get(args.command, _start)(h, args)
+    except SupervisorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

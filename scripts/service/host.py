@@ -1,0 +1,239 @@
+"""One host's settings and the command line of every process it runs.
+
+The settings travel as MARIO_* environment variables, one per `Host` field (`MARIO_N`,
+`MARIO_PORT`, ...): `make` sets them from its variables of the same names, supervisord passes
+them on to its programs, and systemd reads them from /etc/mario-impala/env. `learner_argv`,
+`actor_argv` and `eval_argv` are the only place the processes' flags are written; the rules
+that depend on what else runs on the host (`one_lane`, `learner_threads`) are applied there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+PREFIX = "MARIO_"
+
+
+def _cores() -> int:
+    return os.process_cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class Host:
+    """What runs on this host and how; each field is the variable MARIO_<FIELD>."""
+
+    run: str = "runs/default"  # run directory: checkpoints, logs/, supervisord's socket
+    host: str = "127.0.0.1"  # the learner's bind address (it uses PORT and PORT+1)
+    port: int = 5555
+    device: str = "auto"  # the learner's: auto = the GPU if there is one
+    metrics_host: str = "127.0.0.1"  # where every /metrics server binds
+    learner_metrics_port: int = 9000
+    learner_autostart: bool = True  # the learner runs on this host
+    learner_args: str = ""  # more learner flags
+    n: int = 0  # actors on this host; 0 = one per core but one (at least 1)
+    first_actor: int = 0  # ids first_actor .. first_actor + n - 1
+    learner: str = ""  # HOST:PORT the actors connect to; empty = 127.0.0.1:PORT
+    actor_metrics_base: int = 9100  # actor i serves /metrics on BASE + i (0 = off)
+    level: str = "1-1"
+    actor_args: str = ""  # more actor flags (the eval actor's too)
+    keys: str = ""  # CURVE keys made by `make keys` (empty = off)
+    eval: bool | None = None  # an eval actor (id first_actor + n) runs here; None = with the learner
+    targets: str = "runs/targets/actors.json"  # Prometheus file_sd list of this host's actors
+    cores: int = dataclasses.field(default_factory=_cores)  # CPUs this host gives its processes
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ, **overrides: object) -> Host:
+        """The settings in `environ` (unset or empty variables keep their defaults), then
+        `overrides`; ValueError naming every variable that does not parse."""
+        values: dict[str, object] = {}
+        problems = []
+        for f in dataclasses.fields(cls):
+            raw = environ.get(PREFIX + f.name.upper(), "")
+            if raw == "":
+                continue
+            try:
+                values[f.name] = _parse(raw, f.type)
+            except ValueError:
+                problems.append(f"{PREFIX}{f.name.upper()}={raw!r}: expected {_noun(f.type)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return cls(**{**values, **overrides}).resolved()
+
+    def resolved(self) -> Host:
+        """Defaults that depend on others filled in, the run directory made absolute."""
+        return dataclasses.replace(
+            self,
+            run=str(Path(self.run).absolute()),
+            n=self.n or max(1, self.cores - 1),
+            learner=self.learner or f"127.0.0.1:{self.port}",
+            eval=self.learner_autostart if self.eval is None else self.eval,
+        )
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.n < 1 or self.first_actor < 0:
+            out.append(f"N must be >= 1 and FIRST_ACTOR >= 0, got {self.n} and {self.first_actor}")
+        if not 0 < self.port < 65535:
+            out.append(f"PORT must be in [1, 65534] (PORT+1 is used too), got {self.port}")
+        if "'" in self.learner_args + self.actor_args:
+            out.append("LEARNER_ARGS and ACTOR_ARGS take no single quotes")
+        return out
+
+    @property
+    def eval_id(self) -> int:
+        return self.first_actor + self.n
+
+    @property
+    def actor_ids(self) -> range:
+        return range(self.first_actor, self.first_actor + self.n)
+
+    def environ(self) -> dict[str, str]:
+        """These settings as MARIO_* variables: what `from_env` reads back."""
+        return {
+            PREFIX + f.name.upper(): _text(getattr(self, f.name)) for f in dataclasses.fields(self)
+        }
+
+
+def host_for(command: str, environ: Mapping[str, str] = os.environ) -> Host:
+    """The host as `python -m scripts.service COMMAND` sees it: `actors` (make actors) runs this
+    host's actors alone, without the learner and the eval actor."""
+    only_actors = {"learner_autostart": False, "eval": False} if command == "actors" else {}
+    return Host.from_env(environ, **only_actors)
+
+
+def _parse(raw: str, kind: str) -> object:
+    if kind.startswith("bool"):
+        if raw not in ("true", "false"):
+            raise ValueError(raw)
+        return raw == "true"
+    return int(raw) if kind == "int" else raw
+
+
+def _noun(kind: str) -> str:
+    return {"bool": "true or false", "int": "an integer"}.get(kind.split(" ")[0], "a string")
+
+
+def _text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# ---- the rules -----------------------------------------------------------------------------
+
+
+def local_processes(h: Host) -> int:
+    """Processes this host runs: its actors, plus the learner and the eval actor if they run here."""
+    return h.n + int(h.learner_autostart) + int(h.eval)
+
+
+def one_lane(actors: int, processes: int, cores: int) -> bool:
+    """Whether actors should step one lane rather than two.
+
+    Two lanes pay off only where a core is spare: the second lane's thread overlaps inference
+    with emulation on a core nothing else wants. Once the host's processes fill every core,
+    threads add no CPU and one lane batches inference twice as wide. Measured on a 16-core box
+    with 15 actors: one lane streamed 0.97 of raw emulator speed, two lanes 0.89
+    (docs/PERFORMANCE.md).
+
+    A lone actor keeps two lanes: it is then the run's only producer, and the learner beside it
+    waits for its chunks, leaving CPU that the second lane uses. Measured with `make train` on
+    the 2-core machine (1 actor, learner, eval actor): two lanes 1.22x the env frames/s of one.
+    """
+    return actors > 1 and processes >= cores
+
+
+def learner_threads(h: Host) -> int | None:
+    """Torch threads for a learner that shares the host: the cores its neighbours leave, at least
+    one; None (torch's default, a thread per core) for a learner alone on its host.
+
+    Beside busy processes a second OpenMP thread mostly waits at barriers for a descheduled
+    peer: on 2 cores beside an actor an update took 1.5x longer with 2 threads than with 1
+    (docs/PERFORMANCE.md)."""
+    neighbours = local_processes(h) - int(h.learner_autostart)
+    return max(1, h.cores - neighbours) if neighbours else None
+
+
+# ---- the command lines ---------------------------------------------------------------------
+
+
+def learner_argv(h: Host) -> list[str]:
+    argv = [sys.executable, "-m", "learner", "--run-dir", h.run, "--host", h.host]
+    argv += ["--port", str(h.port), "--device", h.device]
+    argv += ["--metrics-host", h.metrics_host, "--metrics-port", str(h.learner_metrics_port)]
+    if h.keys:
+        argv += ["--curve-dir", f"{h.keys}/learner"]
+    if (threads := learner_threads(h)) is not None:
+        argv += ["--torch-threads", str(threads)]
+    return argv + shlex.split(h.learner_args)  # last: they override
+
+
+def _actor_common(h: Host, actor_id: int) -> list[str]:
+    metrics_port = h.actor_metrics_base + actor_id if h.actor_metrics_base else 0
+    argv = [sys.executable, "-m", "actor", "--actor-id", str(actor_id), "--learner", h.learner]
+    argv += ["--metrics-host", h.metrics_host, "--metrics-port", str(metrics_port)]
+    if h.keys:
+        argv += ["--curve-dir", f"{h.keys}/actor-{actor_id}"]
+    return argv + ["--level", h.level]
+
+
+def actor_argv(h: Host, actor_id: int) -> list[str]:
+    lanes = ["--lanes", "1"] if one_lane(h.n, local_processes(h), h.cores) else []
+    return _actor_common(h, actor_id) + lanes + shlex.split(h.actor_args)
+
+
+def eval_argv(h: Host) -> list[str]:
+    eval_dir = str(Path(h.run) / "eval")
+    argv = _actor_common(h, h.eval_id) + ["--eval", "--eval-dir", eval_dir]
+    return argv + shlex.split(h.actor_args)
+
+
+def commands(h: Host) -> dict[str, list[str]]:
+    """Every process this host runs, by its supervisord program name."""
+    out = {"learner": learner_argv(h)} if h.learner_autostart else {}
+    out |= {f"actor-{i}": actor_argv(h, i) for i in h.actor_ids}
+    return out | ({"eval": eval_argv(h)} if h.eval else {})
+
+
+def argv_for(h: Host, role: str, actor_id: int | None = None) -> list[str]:
+    """The command line of `role` (learner, actor, eval) on this host."""
+    if role == "learner":
+        return learner_argv(h)
+    if role == "eval":
+        return eval_argv(h)
+    if role == "actor" and actor_id is not None and actor_id >= 0:
+        return actor_argv(h, actor_id)
+    raise ValueError(f"expected learner, eval or actor ID, got {role} {actor_id}")
+
+
+# ---- Prometheus targets ----------------------------------------------------------------------
+
+
+def write_targets(h: Host) -> list[Path]:
+    """This host's actors (and eval actor, in eval.json beside it) as Prometheus file_sd lists;
+    nothing when the actors serve no metrics. Written whole or not at all."""
+    if not h.actor_metrics_base:
+        return []
+    host = "127.0.0.1" if h.metrics_host in ("0.0.0.0", "::") else h.metrics_host
+    path = Path(h.targets)
+    lists = {path: ("mario-actor", list(h.actor_ids))}
+    if h.eval:
+        lists[path.with_name("eval.json")] = ("mario-eval", [h.eval_id])
+    for target, (job, ids) in lists.items():
+        entries = [
+            {
+                "targets": [f"{host}:{h.actor_metrics_base + i}"],
+                "labels": {"job": job, "actor_id": str(i)},
+            }
+            for i in ids
+        ]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(json.dumps(entries, indent=2) + "\n")
+        os.replace(tmp, target)
+    return list(lists)

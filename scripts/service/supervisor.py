@@ -1,0 +1,173 @@
+"""supervisord for one run directory, with deploy/supervisord/mario-impala.conf.
+
+Started in the background (`make up`) or in the foreground under the watcher (`make train`,
+`make actors`); asked and stopped over its XML-RPC socket, RUN/supervisor.sock, with supervisor's
+own transport. Its programs run `python -m scripts.service exec ...` with the MARIO_* variables
+it was started with (`Host.environ`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import xmlrpc.client
+from pathlib import Path
+from typing import Any
+
+from supervisor.xmlrpc import SupervisorTransport
+
+from scripts.service.host import Host
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "deploy" / "supervisord" / "mario-impala.conf"
+EXITED = re.compile(r"(exited|gave up): (\S+) \((.*)\)$|gave up: (\S+) (.*)$")
+
+
+class SupervisorError(RuntimeError):
+    """supervisord could not be started, reached or stopped; the message says what to do."""
+
+
+class Supervisor:
+    def __init__(self, host: Host):
+        self.host = host
+        self.run = Path(host.run)
+        self.pidfile = self.run / "supervisord.pid"
+        self.socket = self.run / "supervisor.sock"
+        self.env = {**os.environ, **host.environ(), "MARIO_PYTHON": sys.executable}
+        self.popen: subprocess.Popen | None = None
+
+    # ---- starting ------------------------------------------------------------------------
+
+    def running_pid(self) -> int | None:
+        """The pid of a live supervisord for this run directory, if there is one."""
+        try:
+            pid = int(self.pidfile.read_text())
+            os.kill(pid, 0)
+        except (FileNotFoundError, ValueError, ProcessLookupError):
+            return None
+        return pid
+
+    def _check_free(self) -> None:
+        if pid := self.running_pid():
+            raise SupervisorError(
+                f"supervisord (pid {pid}) already runs for {self.run}: stop it with "
+                f"`make down RUN={self.host.run}`, or pass another RUN"
+            )
+        self.pidfile.unlink(missing_ok=True)  # a dead supervisord's
+
+    def start(self, *, foreground: bool) -> None:
+        """Start supervisord; in the foreground it is this process's child (in its own session,
+        so that Ctrl-C reaches only the watcher, which stops it in order) and gets SIGTERM should
+        this process die. Returns once it answers on its socket."""
+        self._check_free()
+        (self.run / "logs").mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "supervisor.supervisord", "-c", str(CONF)]
+        out = open(self.run / "logs" / "supervisord.out", "ab")  # noqa: SIM115 (child owns it)
+        with out:
+            self.popen = subprocess.Popen(
+                [*argv, "--nodaemon", "--silent"] if foreground else argv,
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=foreground,
+                preexec_fn=_die_with_parent if foreground else None,
+            )
+        self._wait_serving(foreground)
+
+    def _wait_serving(self, foreground: bool) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            exited = self.popen.poll()
+            if foreground and exited is not None or not foreground and exited not in (None, 0):
+                raise SupervisorError(f"supervisord exited ({exited}):\n{self._output()}")
+            with contextlib.suppress(OSError, xmlrpc.client.Error):
+                if self.rpc().getState()["statename"] == "RUNNING":
+                    return
+            time.sleep(0.1)
+        raise SupervisorError(f"supervisord did not answer within 60 s:\n{self._output()}")
+
+    def _output(self) -> str:
+        return tail(self.run / "logs" / "supervisord.out", 20)
+
+    # ---- asking --------------------------------------------------------------------------
+
+    def rpc(self) -> Any:
+        transport = SupervisorTransport(None, None, f"unix://{self.socket}")
+        return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport).supervisor
+
+    def processes(self) -> dict[str, dict[str, Any]]:
+        """{program name: supervisord's process info (state, pid, exitstatus, ...)}."""
+        return {p["name"]: p for p in self.rpc().getAllProcessInfo()}
+
+    def exit_reasons(self) -> dict[str, str]:
+        """The newest exit of each process in supervisord's log, in its words
+        ("terminated by SIGKILL; not expected", "exit status 2; expected", ...)."""
+        out = {}
+        for line in self.rpc().readLog(-20_000, 0).splitlines():
+            if m := EXITED.search(line):
+                out[m.group(2) or m.group(4)] = m.group(3) or m.group(5)
+        return out
+
+    def log_tail(self, info: dict[str, Any], lines: int = 8) -> str:
+        """The last lines a program (given by its process info) wrote to its log."""
+        with contextlib.suppress(OSError, xmlrpc.client.Error):
+            name = f"{info['group']}:{info['name']}"
+            text, _, _ = self.rpc().tailProcessStdoutLog(name, 0, 8192)
+            return "\n".join(text.splitlines()[-lines:])
+        return ""
+
+    def stop(self, info: dict[str, Any]) -> None:
+        """Stop one program (given by its process info) until asked to start it again."""
+        with contextlib.suppress(OSError, xmlrpc.client.Error):
+            self.rpc().stopProcess(f"{info['group']}:{info['name']}", False)
+
+    # ---- stopping ------------------------------------------------------------------------
+
+    def shutdown(self, timeout_s: float) -> bool:
+        """Stop every program (supervisord stops the actors first; the learner writes its final
+        checkpoint) and supervisord itself; True once it has exited within `timeout_s`."""
+        pid = self.popen.pid if self.popen else self.running_pid()
+        if pid is None:
+            return True
+        try:
+            self.rpc().shutdown()
+        except (OSError, xmlrpc.client.Error) as exc:
+            if self.popen is None and not _alive(pid):
+                self.pidfile.unlink(missing_ok=True)  # it died without cleaning up
+                return True
+            raise SupervisorError(f"cannot reach supervisord (pid {pid}): {exc}") from exc
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.popen is not None and self.popen.poll() is not None:
+                return True
+            if self.popen is None and not self.pidfile.exists():
+                return True
+            time.sleep(0.2)
+        return False
+
+
+def tail(path: Path, lines: int = 8) -> str:
+    if not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the watcher dies (even by kill -9), so supervisord then stops
+    its programs rather than run on unwatched. PR_SET_PDEATHSIG = 1."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)

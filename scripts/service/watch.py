@@ -1,0 +1,173 @@
+"""`make train` and `make actors` in the foreground: supervisord runs the processes, this watches.
+
+Every 2 s a status line, read from the learner's /metrics (and each actor's credit wait from
+its own, for the bottleneck verdict), so it shows what Prometheus and Grafana show; under
+`make actors`, the actors' own figures. A process
+that exits is reported on its own line with supervisord's reason and the process's last log
+lines; supervisord restarts whatever crashed, and the status line counts the learner's
+restarts. A process that refuses its configuration (exit status 2) is not restarted; when the
+learner does, or every actor does, everything stops. Ctrl-C (or SIGTERM) stops everything in
+order: the eval actor and the actors, then the learner with its final checkpoint.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+import xmlrpc.client
+
+from common.status import StatusWindow, actor_samples, scrape
+from scripts.service.host import Host
+from scripts.service.supervisor import Supervisor
+
+REFUSED = 2  # exit status of a configuration error or a refusal by the learner
+STATUS_INTERVAL_S = 2.0
+POLL_S = 0.25
+AFTER_EXIT = {  # supervisord's state after an exit -> what it does about it
+    "STARTING": "supervisord restarted it",
+    "RUNNING": "supervisord restarted it",
+    "BACKOFF": "supervisord restarts it",
+    "FATAL": "supervisord gave up on it",
+}
+
+
+class Watcher:
+    def __init__(self, host: Host, supervisor: Supervisor):
+        self.host = host
+        self.supervisor = supervisor
+        self.pids: dict[str, int] = {}  # each program's newest pid
+        self.stops: dict[str, int] = {}  # each program's last exit time, as supervisord has it
+        self.restarts: dict[str, int] = {}
+        self.last_restart: dict[str, float] = {}
+        self.refused: set[str] = set()
+        self.window = StatusWindow()
+        self.stopping = False
+
+    def run(self, grace_s: float) -> int:
+        """Watch until Ctrl-C or an exit the run cannot go on without, then stop everything;
+        returns the exit status."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._stop)
+        code, last_status = None, time.monotonic()
+        while not self.stopping and code is None:
+            time.sleep(POLL_S)
+            try:
+                code = self.observe(self.supervisor.processes())
+            except (OSError, xmlrpc.client.Error) as exc:
+                if self.supervisor.popen.poll() is not None:
+                    print(
+                        f"\nsupervisord exited ({self.supervisor.popen.returncode})",
+                        file=sys.stderr,
+                    )
+                    return 1
+                print(f"\nsupervisord does not answer ({exc}); asking again", file=sys.stderr)
+            if time.monotonic() - last_status >= STATUS_INTERVAL_S:
+                self.print_status()
+                last_status = time.monotonic()
+        print("\nstopping...", file=sys.stderr)
+        if not self.supervisor.shutdown(grace_s):
+            print(f"supervisord did not stop within {grace_s:.0f} s; killing it", file=sys.stderr)
+            self.supervisor.popen.kill()
+            self.supervisor.popen.wait()
+        return code or 0
+
+    def _stop(self, *_: object) -> None:
+        self.stopping = True
+
+    # ---- exits and restarts ----------------------------------------------------------------
+
+    def observe(self, processes: dict[str, dict]) -> int | None:
+        """Report every exit and restart since the last call; the exit status when the run
+        cannot go on, else None."""
+        exited = [
+            name
+            for name, info in processes.items()  # supervisord stamps every exit's time
+            if info["stop"] and info["stop"] != self.stops.get(name) and name not in self.refused
+        ]
+        for name, info in processes.items():
+            self.stops[name] = info["stop"]
+            pid, last = info["pid"], self.pids.get(name, 0)
+            if pid and last and pid != last:
+                self.restarts[name] = self.restarts.get(name, 0) + 1
+                self.last_restart[name] = time.monotonic()
+                if name == "learner":  # its counters start again from 0
+                    self.window = StatusWindow(self.window.window_s)
+            self.pids[name] = pid or last
+        if exited:
+            self.report(exited, processes)
+        return self.verdict(processes)
+
+    def report(self, exited: list[str], processes: dict[str, dict]) -> None:
+        reasons = self.supervisor.exit_reasons()
+        for name in exited:
+            info, reason = processes[name], reasons.get(name, processes[name]["statename"].lower())
+            if reason.startswith(f"exit status {REFUSED};"):
+                # A restart cannot fix a refused configuration, but supervisord retries whatever
+                # exits within startsecs: stop it.
+                self.refused.add(name)
+                self.supervisor.stop(info)
+                what, then = "refused to start", "not restarted"
+            else:
+                what, then = "exited", AFTER_EXIT.get(info["statename"], "not restarted")
+            print(
+                f"\n{name} {what} ({reason}); {then}; log: {info['stdout_logfile']}\n"
+                f"{self.supervisor.log_tail(info)}",
+                file=sys.stderr,
+            )
+
+    def verdict(self, processes: dict[str, dict]) -> int | None:
+        """Stop when the learner has stopped for good, or every actor has."""
+        down = ("EXITED", "FATAL")
+        if "learner" in self.refused:
+            return REFUSED
+        learner = processes.get("learner")
+        if learner and learner["start"] and learner["statename"] in down:
+            return learner["exitstatus"] or 1
+        actors = [name for name in processes if name.startswith("actor-")]
+        if actors and all(
+            a in self.refused or processes[a]["start"] and processes[a]["statename"] in down
+            for a in actors
+        ):
+            return REFUSED if self.refused.issuperset(actors) else 1
+        return None
+
+    # ---- the status line -------------------------------------------------------------------
+
+    def print_status(self) -> None:
+        line = self.learner_line() if self.host.learner_autostart else self.actors_line()
+        if line:
+            sys.stderr.write("\r" + line + "  ")
+            sys.stderr.flush()
+
+    def _url(self, port: int) -> str:
+        host = self.host.metrics_host
+        return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/metrics"
+
+    def learner_line(self) -> str | None:
+        """The learner's status line (common/status.py), with its restarts."""
+        now = scrape(self._url(self.host.learner_metrics_port))
+        if not now:
+            return None
+        if base := self.host.actor_metrics_base:  # those that answer, for the credit wait
+            for i in self.host.actor_ids:
+                now |= actor_samples(scrape(self._url(base + i), timeout_s=0.5), i)
+        line = self.window.line(now)
+        if restarts := self.restarts.get("learner"):
+            ago = time.monotonic() - self.last_restart["learner"]
+            line += f" | learner restarted {restarts}x, last {ago:.0f} s ago"
+        return line
+
+    def actors_line(self) -> str | None:
+        """`make actors`: how many actors the learner accepts, their steps/s and chunks."""
+        if not (base := self.host.actor_metrics_base):
+            return None
+        samples = [scrape(self._url(base + i), timeout_s=0.5) for i in self.host.actor_ids]
+        total = lambda name: sum(s.get(name, 0) for s in samples)  # noqa: E731
+        versions = [s["mario_actor_policy_version"] for s in samples if s]
+        return (
+            f"actors {total('mario_actor_connected'):.0f}/{self.host.n} connected | "
+            f"{total('mario_actor_agent_steps_per_second'):7.0f} steps/s | "
+            f"chunks sent {total('mario_actor_chunks_sent_total'):.0f} | "
+            f"policy v{min(versions, default=0):.0f}"
+        )

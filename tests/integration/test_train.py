@@ -1,0 +1,113 @@
+"""`make train` as a user runs it: supervisord in the foreground under the watcher. A learner
+killed with kill -9 is restarted by supervisord, the status line says so, and training resumes
+from the checkpoint; Ctrl-C stops everything with a final checkpoint. A process that refuses its
+flags is reported with its log, and the run stops when the learner or every actor does."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from learner import checkpoint
+from tests import procs
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+VENV = Path(sys.executable).parent.parent
+
+
+def start_make(target: str, log: Path, **variables: object) -> subprocess.Popen:
+    """`make TARGET` in its own process group, as a terminal would run it; never reinstalling."""
+    argv = ["make", "--no-print-directory", "-o", f"{VENV}/.installed", target, f"VENV={VENV}"]
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            argv + [f"{k}={v}" for k, v in variables.items()],
+            cwd=procs.ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def ctrl_c(p: subprocess.Popen, timeout_s: float = 120) -> bool:
+    """Ctrl-C: SIGINT to every process in the foreground group; True if make then ended as it
+    does on Ctrl-C (make re-raises SIGINT once its recipe has finished)."""
+    os.killpg(p.pid, signal.SIGINT)
+    return p.wait(timeout_s) in (0, -signal.SIGINT)
+
+
+def settings(tmp_path: Path) -> dict[str, object]:
+    port, metrics = procs.free_port(2), procs.free_port(3)
+    return {
+        "RUN": tmp_path / "run",
+        "PORT": port,
+        "LEARNER_METRICS_PORT": metrics,
+        "ACTOR_METRICS_BASE": metrics + 1,
+        "TARGETS": tmp_path / "targets/actors.json",
+        "N": 1,
+        "EVAL": "false",
+        "DEVICE": "cpu",
+        "LEARNER_ARGS": "--batch-chunks 2 --unroll-length 16 --checkpoint-interval-s 3",
+        "ACTOR_ARGS": "--num-envs 2 --unroll-length 16 --learner-timeout-s 3",
+    }
+
+
+def test_a_killed_learner_is_restarted_reported_and_resumes_from_its_checkpoint(tmp_path):
+    s = settings(tmp_path)
+    run, log = s["RUN"], tmp_path / "train.log"
+    output = lambda: log.read_text(errors="replace")  # noqa: E731
+    version = lambda: procs.scrape(s["LEARNER_METRICS_PORT"]).get("mario_policy_version", 0)  # noqa: E731
+    p = start_make("train", log, **s)
+    try:
+        procs.wait_until("a checkpoint", lambda: checkpoint.latest_path(run / "checkpoints"), 180)
+        procs.wait_until("the status line", lambda: "steps/s" in output(), 60)
+        learner_pid = int((run / ".lock").read_text())  # the learner writes its pid there
+        os.kill(learner_pid, signal.SIGKILL)
+        saved = checkpoint.load(checkpoint.latest_path(run / "checkpoints"))["policy_version"]
+        procs.wait_until(
+            "the status line to report the restart",
+            lambda: "learner restarted 1x" in output(),
+            120,
+        )
+        assert re.search(r"learner exited \(terminated by SIGKILL; not expected\)", output())
+        procs.wait_until(
+            "training to go on from the checkpoint", lambda: version() >= saved + 3, 180
+        )
+        assert f"resumed from ckpt-{saved:010d}.pt" in (run / "logs/learner.log").read_text()
+        last_seen = version()
+        assert ctrl_c(p), output()[-3000:]
+        final = checkpoint.load(checkpoint.latest_path(run / "checkpoints"))
+        assert final["policy_version"] >= last_seen
+        assert "stopping..." in output() and "error" not in output()
+        assert output().count("learner exited") == 1
+        assert not (run / "supervisord.pid").exists()
+    finally:
+        if p.poll() is None:
+            ctrl_c(p)
+
+
+def test_flags_a_process_refuses_stop_the_run_with_its_log(tmp_path):
+    s = settings(tmp_path) | {"ACTOR_ARGS": "--num-envs 2 --no-such-flag"}
+    log = tmp_path / "train.log"
+    p = start_make("train", log, **s)
+    try:
+        assert p.wait(120) == 2
+    finally:
+        if p.poll() is None:
+            ctrl_c(p)
+    out = log.read_text()
+    assert re.search(r"actor-0 refused to start \(exit status 2; (not )?expected\); not restarted", out)
+    assert "unrecognized arguments: --no-such-flag" in out  # the actor's own words
+    assert not (s["RUN"] / "supervisord.pid").exists()
+
+    s |= {"ACTOR_ARGS": "--num-envs 1", "LEARNER_ARGS": "--epochs 0"}
+    p = start_make("train", log, **s)
+    assert p.wait(120) == 2
+    assert "learner refused to start" in log.read_text()
+    assert "epochs must be >= 1" in log.read_text()

@@ -1,0 +1,151 @@
+"""Every way of starting the processes gives each one the same command line: `make train`,
+`make up` and `make actors` (through supervisord's config) and the systemd units, rendered from
+the same settings all the way down to the argv that would be exec'd."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from supervisor.options import ServerOptions
+
+from actor.config import ActorConfig
+from common import config as config_io
+from common.curve import make_keys
+from learner.config import LearnerConfig
+from scripts.service import host as hosts
+from scripts.service.supervisor import CONF, Supervisor
+
+ROOT = Path(__file__).resolve().parents[3]
+SYSTEMD = ROOT / "deploy" / "systemd"
+INSTALLED = "/opt/mario-impala"
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
+
+
+def make_env(target: str, variables: dict[str, object]) -> dict[str, str]:
+    """The MARIO_* variables `make TARGET` hands scripts/service, as `make -n` prints them."""
+    venv = Path(sys.executable).parent.parent
+    argv = ["make", "-n", "-o", f"{venv}/.installed", target, f"VENV={venv}"]
+    out = subprocess.run(
+        argv + [f"{k}={v}" for k, v in variables.items()],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    (line,) = [ln for ln in out.splitlines() if "-m scripts.service" in ln]
+    words = shlex.split(line)
+    return dict(
+        w.split("=", 1) for w in words[: next(i for i, w in enumerate(words) if "=" not in w)]
+    )
+
+
+def printed(command: list[str], env: dict[str, str]) -> list[str]:
+    """The argv that `command` (a `python -m scripts.service exec ...`) would exec."""
+    out = subprocess.run(
+        [*command, "--print"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return shlex.split(out.stdout)
+
+
+def supervisord_commands(target: str, variables: dict, monkeypatch) -> dict[str, list[str]]:
+    """What supervisord, started by `make TARGET`, would exec for each program it starts."""
+    host = hosts.host_for(target, make_env(target, variables))
+    (Path(host.run) / "logs").mkdir(parents=True, exist_ok=True)  # supervisord insists on it
+    env = Supervisor(host).env
+    with monkeypatch.context() as m:
+        for k, v in env.items():
+            m.setenv(k, v)
+        options = ServerOptions()  # expands %(ENV_X)s from the environment
+        options.realize(args=["-c", str(CONF)])
+    (group,) = options.process_group_configs
+    started = [p for p in group.process_configs if p.autostart]
+    return {p.name: printed(shlex.split(p.command), env) for p in started}
+
+
+def systemd_commands(env_file: dict[str, str], ids: range, eval_: bool) -> dict[str, list[str]]:
+    """What each systemd unit would exec, with /etc/mario-impala/env holding `env_file`."""
+    units = {"learner": ("mario-learner.service", "")}
+    units |= {f"actor-{i}": ("mario-actor@.service", str(i)) for i in ids}
+    units |= {"eval": ("mario-eval.service", "")} if eval_ else {}
+    env = {"PATH": "/usr/bin:/bin", **env_file}
+    out = {}
+    for name, (unit, instance) in units.items():
+        (exec_start,) = [
+            line.split("=", 1)[1]
+            for line in (SYSTEMD / unit).read_text().splitlines()
+            if line.startswith("ExecStart=")
+        ]
+        exec_start = exec_start.replace("%i", instance)
+        command = shlex.split(exec_start.replace(f"{INSTALLED}/.venv/bin/python", sys.executable))
+        out[name] = printed(command, env)
+    return out
+
+
+def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, monkeypatch):
+    keys = tmp_path / "keys"
+    make_keys(keys, range(16, 20))
+    variables = {
+        "RUN": tmp_path / "run",
+        "N": 3,
+        "FIRST_ACTOR": 16,
+        "PORT": 6000,
+        "KEYS": keys,
+        "LEVEL": "1-2",
+        "LEARNER_ARGS": "--batch-chunks 2 --seed 3",
+        "ACTOR_ARGS": "--num-envs 1",
+    }
+    train = supervisord_commands("train", variables, monkeypatch)
+    up = supervisord_commands("up", variables, monkeypatch)
+    assert sorted(train) == ["actor-16", "actor-17", "actor-18", "eval", "learner"]
+    assert train == up
+
+    alone = {**variables, "LEARNER_AUTOSTART": "false", "EVAL": "false"}
+    actors = supervisord_commands("actors", variables, monkeypatch)
+    assert actors == supervisord_commands("up", alone, monkeypatch)
+    assert sorted(actors) == ["actor-16", "actor-17", "actor-18"]
+
+    env_file = {k: str(v) for k, v in make_env("up", variables).items()}
+    assert systemd_commands(env_file, range(16, 19), eval_=True) == train
+
+    # and each is a command line its process accepts, with what the settings say
+    learner = config_io.load(LearnerConfig, train["learner"][3:], prog="learner", description="")
+    assert (learner.port, learner.batch_chunks, learner.seed) == (6000, 2, 3)
+    assert learner.curve_dir == f"{keys}/learner"
+    assert learner.run_dir == str(tmp_path / "run")
+    actor = config_io.load(ActorConfig, train["actor-17"][3:], prog="actor", description="")
+    assert (actor.actor_id, actor.learner, actor.level, actor.num_envs) == (
+        17,
+        "127.0.0.1:6000",
+        "1-2",
+        1,
+    )
+    assert (actor.metrics_port, actor.curve_dir) == (9117, f"{keys}/actor-17")
+    evaluator = config_io.load(ActorConfig, train["eval"][3:], prog="actor", description="")
+    assert (evaluator.eval, evaluator.actor_id, evaluator.metrics_port) == (True, 19, 9119)
+    assert evaluator.eval_dir == str(tmp_path / "run" / "eval")
+
+
+def test_make_commands_prints_what_make_train_starts(tmp_path, monkeypatch):
+    venv = Path(sys.executable).parent.parent
+    variables = {"RUN": tmp_path / "run", "N": 2, "ACTOR_ARGS": "--num-envs 1"}
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-o", f"{venv}/.installed", "commands", f"VENV={venv}"]
+        + [f"{k}={v}" for k, v in variables.items()],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    listed = {
+        name: shlex.split(line) for name, _, line in (ln.partition(": ") for ln in out.splitlines())
+    }
+    assert listed == supervisord_commands("train", variables, monkeypatch)

@@ -1,0 +1,89 @@
+"""The host's settings and rules: the lane rule, the learner's torch threads, the targets files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scripts.service import host as hosts
+from scripts.service.host import Host
+
+
+def lanes(argv: list[str]) -> str | None:
+    """The value the actor's parser ends up with: the last --lanes wins."""
+    values = [argv[i + 1] for i, a in enumerate(argv) if a == "--lanes"]
+    return values[-1] if values else None
+
+
+def threads(argv: list[str]) -> str | None:
+    values = [argv[i + 1] for i, a in enumerate(argv) if a == "--torch-threads"]
+    return values[-1] if values else None
+
+
+def test_one_lane_once_the_processes_fill_every_core():
+    one_lane = hosts.one_lane
+    assert one_lane(16, 16, 16) and one_lane(15, 17, 16) and one_lane(2, 2, 2)
+    assert not one_lane(15, 15, 16) and not one_lane(2, 3, 4)
+
+
+def test_a_lone_actor_keeps_two_lanes():
+    assert not hosts.one_lane(1, 3, 2)  # make train on 2 cores: actor, learner, eval actor
+    assert not hosts.one_lane(1, 1, 1)
+
+
+def test_the_lane_rule_counts_the_learner_and_the_eval_actor_that_run_here():
+    def actor_lanes(**settings: object) -> str | None:
+        return lanes(hosts.actor_argv(Host(cores=16, **settings).resolved(), 0))
+
+    assert actor_lanes(n=14) == "1"  # 14 actors + learner + eval actor = 16 processes
+    assert actor_lanes(n=14, eval=False) is None
+    assert actor_lanes(n=15, learner_autostart=False, eval=False) is None
+    assert actor_lanes(n=16, learner_autostart=False, eval=False) == "1"
+    assert actor_lanes(n=1) is None  # a lone actor
+    assert actor_lanes(n=16, actor_args="--lanes 2") == "2"  # ACTOR_ARGS come last: they win
+
+
+def test_the_learner_gets_the_cores_its_neighbours_leave():
+    assert threads(hosts.learner_argv(Host(cores=2, n=1).resolved())) == "1"  # make train, 2 cores
+    assert threads(hosts.learner_argv(Host(cores=16, n=15).resolved())) == "1"
+    assert threads(hosts.learner_argv(Host(cores=64, n=16).resolved())) == "47"
+    beside_one = Host(cores=16, n=1, eval=False).resolved()
+    assert threads(hosts.learner_argv(beside_one)) == "15"
+    told = Host(cores=2, n=1, learner_args="--torch-threads 2").resolved()
+    assert threads(hosts.learner_argv(told)) == "2"  # LEARNER_ARGS come last: they win
+
+
+def test_defaults_and_settings_from_the_environment():
+    h = Host.from_env({"MARIO_CORES": "8"})
+    assert (h.n, h.learner, h.eval_id) == (7, "127.0.0.1:5555", 7)  # one actor per core but one
+    h = Host.from_env({"MARIO_CORES": "1", "MARIO_PORT": "6000", "MARIO_EVAL": "false"})
+    assert (h.n, h.learner, h.eval) == (1, "127.0.0.1:6000", False)
+    assert Host.from_env(h.environ()) == h  # what supervisord passes on reads back the same
+    with pytest.raises(ValueError) as e:
+        Host.from_env({"MARIO_N": "many", "MARIO_EVAL": "yes"})
+    assert "MARIO_N='many': expected an integer" in str(e.value)
+    assert "MARIO_EVAL='yes': expected true or false" in str(e.value)
+    assert Host(actor_args="--level '1-1'").resolved().problems() == [
+        "LEARNER_ARGS and ACTOR_ARGS take no single quotes"
+    ]
+
+
+def test_make_actors_runs_the_actors_alone():
+    h = hosts.host_for("actors", {"MARIO_N": "2"})
+    assert sorted(hosts.commands(h)) == ["actor-0", "actor-1"]
+    h = hosts.host_for("train", {"MARIO_N": "2"})
+    assert sorted(hosts.commands(h)) == ["actor-0", "actor-1", "eval", "learner"]
+    h = hosts.host_for("up", {"MARIO_N": "2", "MARIO_LEARNER_AUTOSTART": "false"})
+    assert sorted(hosts.commands(h)) == ["actor-0", "actor-1"]  # the eval actor goes with the learner
+
+
+def test_targets_list_the_actors_and_the_eval_actor(tmp_path):
+    h = Host(n=2, first_actor=4, metrics_host="0.0.0.0", targets=str(tmp_path / "t/actors.json"))
+    actors, evals = hosts.write_targets(h.resolved())
+    assert json.loads(actors.read_text()) == [
+        {"targets": ["127.0.0.1:9104"], "labels": {"job": "mario-actor", "actor_id": "4"}},
+        {"targets": ["127.0.0.1:9105"], "labels": {"job": "mario-actor", "actor_id": "5"}},
+    ]
+    assert json.loads(evals.read_text())[0]["labels"] == {"job": "mario-eval", "actor_id": "6"}
+    assert hosts.write_targets(Host(actor_metrics_base=0).resolved()) == []
