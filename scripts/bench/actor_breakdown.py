@@ -3,10 +3,10 @@
 Runs P processes at once (default 2, one per core here), each stepping one lane of 4 Mario envs
 in its own loop without sockets, choosing actions either uniformly at random or with the default
 policy network (batch 4, one torch thread), then P raw nes-py processes at once. Prints frames/s
-per process and the ratios to raw. Compare with scripts/bench_pipeline.py's full actor processes
+per process and the ratios to raw. Compare with scripts.bench.pipeline's full actor processes
 to attribute the remainder to the actor's IO (weights, credits, chunk encoding and sending).
 
-    python scripts/bench_actor_breakdown.py --procs 2 --seconds 12
+    python -m scripts.bench.actor_breakdown --procs 2 --seconds 12
 
 `--phases` instead times each phase of one process's actor loop (observe, forward, sample, step)
 in place, next to the same forward pass repeated with warm caches: after an agent step's
@@ -22,12 +22,8 @@ import multiprocessing as mp
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from scripts.bench_pipeline import raw_frames_per_s, summed_rate  # noqa: E402
+from scripts.bench.pipeline import raw_frames_per_s, summed_rate
 
 
 def _lane_worker(mode: str, seconds: float, out: mp.Queue) -> None:

@@ -18,8 +18,8 @@ Two measurements, each for every --arch and --batch-chunks given:
 second process steps N Mario emulators in threads, as the actor beside a CPU learner does in
 `make train` (the thread count that wins alone can lose there).
 
-    python scripts/bench_learner.py --device cuda --archs small,nature,resnet --batch-chunks 2,8,32 --e2e
-    python scripts/bench_learner.py --device cpu --batch-chunks 8 --threads 1,2 --beside-emulators 4
+    python -m scripts.bench.learner --device cuda --archs small,nature,resnet --batch-chunks 2,8,32 --e2e
+    python -m scripts.bench.learner --device cpu --batch-chunks 8 --threads 1,2 --beside-emulators 4
 """
 
 from __future__ import annotations
@@ -38,16 +38,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import status, wire
+from learner.batching import collate
+from learner.config import LearnerConfig
+from learner.ingest import HostChunk, to_host
+from learner.main import build_training, resolve_device
+from scripts.bench.pipeline import _sender
+from scripts.ports import free_ports
 
-from common import status, wire  # noqa: E402
-from learner.batching import collate  # noqa: E402
-from learner.config import LearnerConfig  # noqa: E402
-from learner.ingest import HostChunk, to_host  # noqa: E402
-from learner.main import build_training, resolve_device  # noqa: E402
-from scripts.bench_pipeline import _sender  # noqa: E402
-from scripts.ports import free_ports  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 FRAME_SKIP = 4
 

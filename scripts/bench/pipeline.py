@@ -25,14 +25,13 @@ from pathlib import Path
 import numpy as np
 import zmq
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import wire
+from common.metrics import LearnerMetrics
+from common.model import ActorCritic, ModelSpec
+from learner.ingest import Ingest, IngestSettings
+from scripts.ports import free_ports
 
-from common import wire  # noqa: E402
-from common.metrics import LearnerMetrics  # noqa: E402
-from common.model import ActorCritic, ModelSpec  # noqa: E402
-from learner.ingest import Ingest, IngestSettings  # noqa: E402
-from scripts.ports import free_ports  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _raw_worker(seconds: float, emulators: int, out: mp.Queue) -> None:

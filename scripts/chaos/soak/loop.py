@@ -1,11 +1,11 @@
 """Chaos soak: the deployment under repeated crashes and a rogue peer, judged PASS or FAIL.
 
-    make soak MINUTES=30            # or: python scripts/soak.py --minutes 30 --run-dir runs/soak
-    python scripts/soak.py --builds 1000
+    make soak MINUTES=30            # or: python -m scripts.chaos.soak --minutes 30 --run-dir runs/soak
+    python -m scripts.chaos.soak --builds 1000
 
 The soak starts what `make up` starts (supervisord, deploy/supervisord/mario-impala.conf: the
 learner, N=2 actors and the eval actor; restarts are the deployment's own) on CPU, with a short
-checkpoint interval, and a rogue peer (scripts/rogue.py) that sends mutated copies of real actor
+checkpoint interval, and a rogue peer (scripts/chaos/rogue.py) that sends mutated copies of real actor
 traffic to the learner. Then, on a seeded schedule, it crashes things:
 
 - kill -9 of a random actor every 30 s;
@@ -65,11 +65,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+from common import status
+from scripts.ports import free_ports
 
-from common import status  # noqa: E402
-from scripts.ports import free_ports  # noqa: E402
+ROOT = Path(__file__).resolve().parents[3]
 
 RUNNING = 20  # supervisord's process state code
 STARTSECS = 10.0  # deploy/supervisord/mario-impala.conf: a process younger than this is starting
@@ -674,7 +673,7 @@ class Soak:
     # -- the run ---------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        from rogue import RoguePeer, real_traffic
+        from scripts.chaos.rogue import RoguePeer, real_traffic
 
         self.t0 = time.time()
         self.log("building the rogue's copies of real traffic")
@@ -932,7 +931,15 @@ def builds(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     while len(times) + len(failures) < args.builds:
         left = args.builds - len(times) - len(failures)
-        argv = [sys.executable, __file__, "--build-worker", str(left), "--level", args.level]
+        argv = [
+            sys.executable,
+            "-m",
+            "scripts.chaos.soak",
+            "--build-worker",
+            str(left),
+            "--level",
+            args.level,
+        ]
         argv += ["--build-timeout-s", str(defaults.build_timeout_s)]
         argv += ["--build-retries", str(defaults.build_retries)]
         with subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True) as worker:

@@ -10,7 +10,7 @@ import torch
 
 from learner.batching import collate
 from learner.config import LearnerConfig
-from scripts import bench_learner
+from scripts.bench import learner as bench_learner
 
 
 def test_synthetic_chunks_collate_into_the_learners_batch_layout():

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import soak  # noqa: E402
+from scripts.chaos.soak import loop as soak
 
 
 def test_a_30_minute_schedule_has_every_fault_at_its_period_and_none_while_settling():

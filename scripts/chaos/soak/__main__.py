@@ -1,0 +1,5 @@
+import sys
+
+from scripts.chaos.soak.loop import main
+
+sys.exit(main())
