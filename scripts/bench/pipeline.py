@@ -80,29 +80,10 @@ class Sink:
 
 def actor_frames_per_s(procs: int, seconds: float, num_envs: int, unroll: int, lanes: int) -> float:
     sink = Sink(unroll)
-    actors = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "actor",
-                "--learner",
-                f"127.0.0.1:{sink.port}",
-                "--actor-id",
-                str(i),
-                "--num-envs",
-                str(num_envs),
-                "--unroll-length",
-                str(unroll),
-                "--lanes",
-                str(lanes),
-                "--log-level",
-                "WARNING",
-            ],
-            cwd=ROOT,
-        )
-        for i in range(procs)
-    ]
+    argv = [sys.executable, "-m", "actor", "--learner", f"127.0.0.1:{sink.port}",
+            "--num-envs", str(num_envs), "--unroll-length", str(unroll), "--lanes", str(lanes),
+            "--log-level", "WARNING"]  # fmt: skip
+    actors = [subprocess.Popen([*argv, "--actor-id", str(i)], cwd=ROOT) for i in range(procs)]
     try:
         deadline = time.monotonic() + 120
         while sink.frames < procs * unroll * num_envs * 4 * 2:  # warm: every actor streaming
