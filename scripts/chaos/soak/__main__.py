@@ -2,17 +2,11 @@
 
     make soak MINUTES=30      # or: python -m scripts.chaos.soak --minutes 30 --run-dir runs/soak
 
-The soak starts what `make up` starts (supervisord, deploy/supervisord/mario-impala.conf: the
-learner, N=2 actors and the eval actor; restarts are the deployment's own) on CPU, with a short
-checkpoint interval, and a rogue peer (scripts/chaos/rogue.py) that sends mutated copies of real
-actor traffic to the learner. Then, on a seeded schedule (schedule.py), it crashes things: kill -9
-of a random actor every 30 s, of the learner every 5 minutes, and of the learner while it writes a
-checkpoint every 75 s. It measures (measure.py, loop.py) from the processes' own /metrics,
-supervisord and the run directory, and judges (judge.py) against docs/RELIABILITY.md's targets:
-hangs, actors streaming again after a learner restart, updates lost per crash, checkpoints that
-load, memory slopes, rogue messages rejected, crashes, env builds and build failures.
-
-The summary is printed last and written to RUN/soak.json; the exit status is 1 on FAIL.
+What `make up` starts (deployment.py), crashed on a seeded schedule (schedule.py) by kill -9 of
+actors and of the learner, also mid-checkpoint-write (faults.py), with a rogue peer sending mutated
+copies of real traffic (scripts/chaos/rogue.py); measured from the processes' own /metrics,
+supervisord and the run directory (measure.py, loop.py); judged against docs/RELIABILITY.md's
+targets (judge.py). The summary is printed and written to RUN/soak.json; exit status 1 on FAIL.
 """
 
 from __future__ import annotations

@@ -122,33 +122,16 @@ def judge(summary: dict[str, Any], targets: Targets) -> list[dict[str, Any]]:
 
 
 def print_summary(summary: dict[str, Any], results: list[dict[str, Any]], verdict: str) -> None:
-    f, b, rogue = summary["faults"], summary["env_builds"], summary["rogue"]
-    down, res = summary["learner_down_s"], summary["resume_p50_p99_max_s"]
-    crashes = summary["learner_crashes"]
-    s = [
-        ("-" if v is None else f"{v:.2f}")
-        for v in [percentile(down, 50), max(down, default=None), *res]
-    ]
+    """The fault counts and restart times, then every check and the verdict."""
+    f, down, res = summary["faults"], summary["learner_down_s"], summary["resume_p50_p99_max_s"]
+    p50, most, *resume = ("-" if v is None else f"{v:.2f}" for v in
+                          [percentile(down, 50), max(down, default=None), *res])  # fmt: skip
     print("\n==== soak summary " + "=" * 60)
-    print(
-        f"{summary['duration_s'] / 60:.1f} min, seed {summary['seed']}: {f['actor_kills']} actor "
-        f"kills, {f['learner_kills']} learner kills, {f['midwrite_kills']} mid-checkpoint kills "
-        f"({f['midwrite_missed']} writes finished first)"
-    )
-    print(
-        f"learner down (kill to serving) s: p50 {s[0]}, max {s[1]}; actors streaming again s: "
-        f"p50 {s[2]}, p99 {s[3]}, max {s[4]}"
-    )
-    print(
-        f"updates lost per crash: {[c['lost_updates'] for c in crashes]}; work lost s: "
-        f"{[c['lost_s'] for c in crashes]} (one interval + one update: "
-        f"{[c['bound_s'] for c in crashes]})"
-    )
-    print(
-        f"env builds {b['builds']} in {b['actor_lives']} actor lives, failures {b['failures']}; "
-        f"rogue {rogue['accounted']} accounted, {rogue['rejected']} rejected, "
-        f"{rogue['interrupted']} rounds interrupted, {rogue['noisy']} noisy"
-    )
+    print(f"{summary['duration_s'] / 60:.1f} min, seed {summary['seed']}: {f['actor_kills']} actor "
+          f"kills, {f['learner_kills']} learner kills, {f['midwrite_kills']} mid-checkpoint kills "
+          f"({f['midwrite_missed']} writes finished first); learner down (kill to serving) s: p50 "
+          f"{p50}, max {most}; actors streaming again s: p50 {resume[0]}, p99 {resume[1]}, max "
+          f"{resume[2]}")  # fmt: skip
     for c in results:
         mark = {True: "ok  ", False: "FAIL", None: "info"}[c["ok"]]
         print(f"  {mark} {c['check']}: {c['value']} (target {c['target']})")
