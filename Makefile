@@ -29,10 +29,10 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 bench: install
-	$(PY) scripts/bench.py
-	$(PY) scripts/bench_pipeline.py
-	$(PY) scripts/bench_replay.py
-	$(PY) scripts/bench_learner.py --e2e
+	$(PY) -m scripts.bench.env
+	$(PY) -m scripts.bench.pipeline
+	$(PY) -m scripts.bench.replay
+	$(PY) -m scripts.bench.learner --e2e
 
 # ---- running (scripts/service: one place for every command line) -------------------------------
 # Settings a user may give; each becomes the variable MARIO_<NAME> that scripts/service reads,
@@ -76,24 +76,24 @@ EVAL_ARGS ?=
 .PHONY: eval report soak
 
 eval: install
-	$(PY) scripts/evaluate.py $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) --level $(LEVEL) \
+	$(PY) -m scripts.evaluate $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) --level $(LEVEL) \
 		--episodes $(EPISODES) $(if $(DEVICE),--device $(DEVICE)) \
 		--policy $(if $(GREEDY),$(if $(filter 1,$(GREEDY)),greedy,sampled),$(POLICY)) $(EVAL_ARGS)
 
 report: install
-	$(PY) scripts/report.py --run-dir $(RUN) $(if $(COMPARE),--compare $(COMPARE))
+	$(PY) -m scripts.report --run-dir $(RUN) $(if $(COMPARE),--compare $(COMPARE))
 
 # ---- reliability (docs/RELIABILITY.md) --------------------------------------------------------
 # make soak MINUTES=30: learner, 2 actors and the eval actor under supervisord (as make up), kill
 # -9 of actors and of the learner (also mid-checkpoint) on a seeded schedule, a rogue peer; PASS
 # or FAIL against docs/RELIABILITY.md's targets, summary in SOAK_RUN/soak.json (emptied first).
-# SOAK_ARGS passes more flags (python scripts/soak.py --help), e.g. --seed 1, or --builds 1000.
+# SOAK_ARGS passes more flags (python -m scripts.chaos.soak --help), e.g. --seed 1.
 MINUTES ?= 30
 SOAK_RUN ?= runs/soak
 SOAK_ARGS ?=
 
 soak: install
-	$(PY) scripts/soak.py --minutes $(MINUTES) --run-dir $(SOAK_RUN) $(SOAK_ARGS)
+	$(PY) -m scripts.chaos.soak --minutes $(MINUTES) --run-dir $(SOAK_RUN) $(SOAK_ARGS)
 
 # ---- monitoring (docs/MONITORING.md) ---------------------------------------------------------
 # Prometheus in the foreground (Ctrl-C stops it) on 127.0.0.1:9090: scrapes the learner on :9000

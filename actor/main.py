@@ -75,16 +75,14 @@ class Actor:
         self.instance_id = uuid.uuid4().hex
         self.stopping = threading.Event()
         self.rng = np.random.default_rng([cfg.seed, cfg.actor_id])  # action sampling
-        spec = cfg.env_spec()
-        start = time.perf_counter()
-        try:
-            envs = build_envs(
-                spec, cfg.num_envs, timeout_s=cfg.build_timeout_s, retries=cfg.build_retries
-            )
-        except EnvBuildError:
-            self.metrics.env_build_failures.inc()
-            raise
-        self.metrics.env_build_seconds.observe((time.perf_counter() - start) / cfg.num_envs)
+        envs = build_envs(
+            cfg.env_spec(),
+            cfg.num_envs,
+            timeout_s=cfg.build_timeout_s,
+            retries=cfg.build_retries,
+            on_built=self.metrics.env_build_seconds.observe,
+            on_failed=self.metrics.env_build_failures.inc,
+        )
         self.num_actions = envs[0].num_actions
         self.model = ActorCritic(cfg.model_spec(self.num_actions)).eval()
         self.lanes = split_lanes(envs, cfg.lanes, cfg.unroll_length, self.num_actions)

@@ -27,7 +27,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -317,8 +317,11 @@ def build_envs(
     timeout_s: float = 60.0,
     retries: int = 2,
     backoff_s: float = 0.5,
+    on_built: Callable[[float], object] = lambda seconds: None,
+    on_failed: Callable[[], object] = lambda: None,
 ) -> list[FrameEnv]:
-    """Build `count` envs one after another, each reset once, timed and logged.
+    """Build `count` envs one after another, each reset once, timed and logged; `on_built(s)` is
+    called with each env's build time, `on_failed()` at each failed attempt (for metrics).
 
     A build that raises is retried `retries` times with exponential backoff, then EnvBuildError;
     a build (or reset) that takes longer than `timeout_s` ends the process (see `watchdog`).
@@ -334,6 +337,7 @@ def build_envs(
             except ValueError:
                 raise  # a bad spec does not get better by retrying
             except Exception as exc:
+                on_failed()
                 if attempt == retries:
                     raise EnvBuildError(
                         f"could not build env {i} for level {spec.level!r} after "
@@ -350,13 +354,9 @@ def build_envs(
                 )
                 time.sleep(wait)
                 continue
-            log.info(
-                "built env %d/%d (%s) in %.2f s",
-                i + 1,
-                count,
-                spec.level,
-                time.perf_counter() - start,
-            )
+            seconds = time.perf_counter() - start
+            log.info("built env %d/%d (%s) in %.2f s", i + 1, count, spec.level, seconds)
+            on_built(seconds)
             envs.append(env)
             break
     return envs

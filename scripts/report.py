@@ -20,11 +20,10 @@ from typing import Any, NamedTuple
 import matplotlib
 
 matplotlib.use("Agg")  # files only: never look for a display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import learning_curve  # noqa: E402
+from scripts.analysis import learning_curve
 
 
 class Figure(NamedTuple):

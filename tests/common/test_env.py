@@ -122,8 +122,13 @@ def test_build_retries_then_succeeds(monkeypatch):
 
     monkeypatch.setenv("FLAKY_FAILURES", "2")
     monkeypatch.setattr(fakes.FlakyBuild, "built", 0)
-    envs = build_envs(EnvSpec(level="tests.fakes:FlakyBuild-v0"), 1, retries=2, backoff_s=0.01)
+    built, failed = [], []
+    envs = build_envs(
+        EnvSpec(level="tests.fakes:FlakyBuild-v0"), 1, retries=2, backoff_s=0.01,
+        on_built=built.append, on_failed=lambda: failed.append(1),
+    )  # fmt: skip
     assert len(envs) == 1 and fakes.FlakyBuild.built == 3
+    assert len(failed) == 2 and len(built) == 1 and built[0] > 0  # each attempt reported
 
 
 def test_build_gives_up_with_a_clear_error(monkeypatch):
@@ -131,8 +136,13 @@ def test_build_gives_up_with_a_clear_error(monkeypatch):
 
     monkeypatch.setenv("FLAKY_FAILURES", "5")
     monkeypatch.setattr(fakes.FlakyBuild, "built", 0)
+    failed = []
     with pytest.raises(EnvBuildError, match=r"after 2 attempts: RuntimeError: flaky build #2"):
-        build_envs(EnvSpec(level="tests.fakes:FlakyBuild-v0"), 1, retries=1, backoff_s=0.01)
+        build_envs(
+            EnvSpec(level="tests.fakes:FlakyBuild-v0"), 1, retries=1, backoff_s=0.01,
+            on_failed=lambda: failed.append(1),
+        )  # fmt: skip
+    assert len(failed) == 2  # the last attempt too
 
 
 def test_watchdog_turns_a_hung_build_into_a_nonzero_exit():

@@ -20,7 +20,7 @@ ACTOR_ARGS = ["--num-envs", "1", "--unroll-length", "16"]
 
 
 def keys_script(*args: object) -> None:
-    argv = [sys.executable, "scripts/keys.py", *map(str, args)]
+    argv = [sys.executable, "-m", "scripts.keys", *map(str, args)]
     subprocess.run(argv, cwd=procs.ROOT, check=True, capture_output=True, timeout=60)
 
 

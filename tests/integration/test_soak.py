@@ -35,5 +35,9 @@ def test_a_two_minute_soak_passes(tmp_path):
     kills += faults["midwrite_missed"]
     assert faults["kill9_exits_in_supervisord_log"] == kills
     assert summary["crashes"] == 0
+    # every actor life, the first two and one per kill, read from its /metrics: 4 envs each
+    builds = summary["env_builds"]
+    assert builds["actor_lives"] == summary["actors"] + faults["actor_kills"]
+    assert builds["builds"] == 4 * builds["actor_lives"] and builds["failures"] == 0
     assert len(summary["resume_s"]) >= 2
     assert not (run / "supervisord.pid").exists()  # make down ran

@@ -128,7 +128,7 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
             "mario:learner",
         ]
         assert first["mario:eval"] == ("STOPPED", 0)  # EVAL=false: configured, not started
-        # 4 actors and the learner on 5 cores or fewer: one lane each (the launcher's rule)
+        # 4 actors and the learner on 5 cores or fewer: one lane each (the lane rule)
         argv = Path(f"/proc/{first['mario:actor-0'][1]}/cmdline").read_bytes().split(b"\0")
         assert ("--lanes" in map(bytes.decode, argv)) == ((os.process_cpu_count() or 1) <= 5)
 

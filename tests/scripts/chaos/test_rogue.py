@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -15,12 +13,9 @@ from common import wire
 from common.metrics import REJECT_REASONS, LearnerMetrics
 from learner.config import LearnerConfig
 from learner.ingest import Ingest, IngestSettings
+from scripts.chaos import rogue
 from tests.learner.test_ingest import Client
 from tests.procs import free_port
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-
-import rogue  # noqa: E402
 
 pytestmark = pytest.mark.slow  # plays a real Mario env for its chunk
 

@@ -1,6 +1,6 @@
 """What a uniformly random policy reaches on a level, with the env factory's settings.
 
-    python scripts/random_baseline.py --level 1-1 --episodes 200
+    python -m scripts.analysis.random_baseline --level 1-1 --episodes 200
 
 The yardstick for a training curve: a run has learned something once its mean max x_pos is
 clearly above this one, measured with the same frame skip, action set and no-progress cutoff.

@@ -3,10 +3,10 @@
 Runs P processes at once (default 2, one per core here), each stepping one lane of 4 Mario envs
 in its own loop without sockets, choosing actions either uniformly at random or with the default
 policy network (batch 4, one torch thread), then P raw nes-py processes at once. Prints frames/s
-per process and the ratios to raw. Compare with scripts/bench_pipeline.py's full actor processes
+per process and the ratios to raw. Compare with scripts.bench.pipeline's full actor processes
 to attribute the remainder to the actor's IO (weights, credits, chunk encoding and sending).
 
-    python scripts/bench_actor_breakdown.py --procs 2 --seconds 12
+    python -m scripts.bench.actor_breakdown --procs 2 --seconds 12
 
 `--phases` instead times each phase of one process's actor loop (observe, forward, sample, step)
 in place, next to the same forward pass repeated with warm caches: after an agent step's
@@ -18,19 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from scripts.bench_pipeline import raw_frames_per_s, summed_rate  # noqa: E402
+from scripts.bench.shared import raw_frames_per_s, summed_rate
 
 
-def _lane_worker(mode: str, seconds: float, out: mp.Queue) -> None:
+def lane_frames_per_s(mode: str, seconds: float) -> float:
+    """Env frames/s of one lane of 4 envs in this process, actions `random` or from the `policy`."""
     import numpy as np
     import torch
 
@@ -54,11 +50,7 @@ def _lane_worker(mode: str, seconds: float, out: mp.Queue) -> None:
             lane.act(rng.integers(0, lane.A, lane.K), np.zeros((lane.K, lane.A), np.float32), 0)
         steps += lane.step()
         lane.take_finished()
-    out.put(steps * 4 / (time.perf_counter() - t0))
-
-
-def lanes_frames_per_s(mode: str, procs: int, seconds: float) -> float:
-    return summed_rate(_lane_worker, (mode, seconds), procs)
+    return steps * 4 / (time.perf_counter() - t0)
 
 
 def phases(seconds: float, num_envs: int) -> dict[str, float]:
@@ -126,9 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     ratios: dict[str, list[float]] = {"random": [], "policy": []}
     for _ in range(args.rounds):
-        raw = raw_frames_per_s(args.procs, args.seconds)
+        raw = summed_rate(raw_frames_per_s, (args.seconds,), args.procs)
         for mode in ratios:
-            ratios[mode].append(lanes_frames_per_s(mode, args.procs, args.seconds) / raw)
+            ratios[mode].append(
+                summed_rate(lane_frames_per_s, (mode, args.seconds), args.procs) / raw
+            )
     result = {mode: statistics.median(r) for mode, r in ratios.items()}
     print(
         f"{args.procs} processes: env stepping with random actions {result['random']:.3f} of raw; "

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import learning_curve  # noqa: E402
-import report  # noqa: E402
+from scripts import report
+from scripts.analysis import learning_curve
 
 
 def write_run(run: Path, start: float, episodes: list[tuple[float, int, int, bool]]) -> None:

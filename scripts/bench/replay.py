@@ -11,7 +11,7 @@ The buffer is filled to capacity before timing, so sample() draws over every slo
 overwrites, as in steady state. add() is timed from a host batch (rollouts arrive over the
 network on the host); on CUDA that includes the host-to-device copy.
 
-    python scripts/bench_replay.py --capacities 1000,100000 --device cuda
+    python -m scripts.bench.replay --capacities 1000,100000 --device cuda
 """
 
 from __future__ import annotations
@@ -20,16 +20,12 @@ import argparse
 import gc
 import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from learner.replay import (  # noqa: E402
+from learner.replay import (
     PrioritizedReplay,
     ReplayCapacityError,
     check_fits,

@@ -18,8 +18,8 @@ Two measurements, each for every --arch and --batch-chunks given:
 second process steps N Mario emulators in threads, as the actor beside a CPU learner does in
 `make train` (the thread count that wins alone can lose there).
 
-    python scripts/bench_learner.py --device cuda --archs small,nature,resnet --batch-chunks 2,8,32 --e2e
-    python scripts/bench_learner.py --device cpu --batch-chunks 8 --threads 1,2 --beside-emulators 4
+    python -m scripts.bench.learner --device cuda --archs small,nature,resnet --batch-chunks 2,8,32 --e2e
+    python -m scripts.bench.learner --device cpu --batch-chunks 8 --threads 1,2 --beside-emulators 4
 """
 
 from __future__ import annotations
@@ -38,41 +38,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from common import status
+from learner.batching import collate
+from learner.config import LearnerConfig
+from learner.ingest import to_host
+from learner.main import build_training, resolve_device
+from scripts.bench.shared import send_chunks, synthetic_chunk
+from scripts.ports import free_ports
 
-from common import status, wire  # noqa: E402
-from learner.batching import collate  # noqa: E402
-from learner.config import LearnerConfig  # noqa: E402
-from learner.ingest import HostChunk, to_host  # noqa: E402
-from learner.main import build_training, resolve_device  # noqa: E402
-from scripts.bench_pipeline import _sender  # noqa: E402
-from scripts.ports import free_ports  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 FRAME_SKIP = 4
-
-
-def synthetic_chunk(
-    rng: np.random.Generator, unroll: int, num_envs: int, pin: bool, num_actions: int = 7
-) -> HostChunk:
-    """A chunk shaped like an actor's (episode starts and ends sprinkled in, no truncations),
-    validated by the wire format and converted by the learner's own `to_host`."""
-    T, K = unroll, num_envs
-    first = rng.random((T + 4, K)) < 0.01
-    chunk = wire.Chunk(
-        actor_id=0, instance_id="bench", seq=0, level="1-1", policy_version=0,
-        send_time=time.time(), episodes=(),
-        frames=rng.integers(0, 256, (T + 4, K, 84, 84), dtype=np.uint8),
-        first=first,
-        actions=rng.integers(0, num_actions, (T, K), dtype=np.uint8),
-        rewards=rng.normal(0, 1, (T, K)).astype(np.float32),
-        terminated=first[4:].copy(),  # an episode ends where the next one starts
-        truncated=np.zeros((T, K), bool),
-        logits=rng.normal(0, 1, (T, K, num_actions)).astype(np.float32),
-        final_frames=np.zeros((0, 84, 84), np.uint8), final_index=np.zeros((0, 2), np.int32),
-        last_actions=np.where(first[3], num_actions, rng.integers(0, num_actions, K)).astype(np.uint8),
-    )  # fmt: skip
-    return to_host(chunk, FRAME_SKIP, pin)
 
 
 def _sync(device: torch.device) -> None:
@@ -88,7 +64,9 @@ def time_updates(
     learner, mixer = build_training(cfg, device)
     rng = np.random.default_rng(0)
     pool = [
-        synthetic_chunk(rng, cfg.unroll_length, num_envs, device.type == "cuda")
+        to_host(
+            synthetic_chunk(rng, cfg.unroll_length, num_envs), FRAME_SKIP, device.type == "cuda"
+        )
         for _ in range(2 * cfg.batch_size().max_chunks)
     ]
 
@@ -144,7 +122,7 @@ def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: f
         ctx = mp.get_context("spawn")
         ps = [
             ctx.Process(
-                target=_sender,
+                target=send_chunks,
                 args=(port, i, cfg.unroll_length, num_envs, seconds + 60, cfg.arch),
             )
             for i in range(senders)

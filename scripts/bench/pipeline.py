@@ -19,62 +19,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-import zmq
+from common import wire
+from common.metrics import LearnerMetrics
+from common.model import ActorCritic, ModelSpec
+from learner.ingest import Ingest, IngestSettings
+from scripts.bench.shared import raw_frames_per_s, send_chunks, summed_rate
+from scripts.ports import free_ports
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from common import wire  # noqa: E402
-from common.metrics import LearnerMetrics  # noqa: E402
-from common.model import ActorCritic, ModelSpec  # noqa: E402
-from learner.ingest import Ingest, IngestSettings  # noqa: E402
-from scripts.ports import free_ports  # noqa: E402
-
-
-def _raw_worker(seconds: float, emulators: int, out: mp.Queue) -> None:
-    """Raw nes-py frames/s of one process; with several emulators they take turns, 4 frames
-    each, the way an actor's lane steps its envs (their state no longer fits one core's L2)."""
-    from gym_super_mario_bros import SuperMarioBrosEnv
-    from gym_super_mario_bros._roms import smb1_rom_path
-    from nes_py import NESEnv
-
-    start_state = SuperMarioBrosEnv(target=(1, 1)).dump_state()
-    envs = [NESEnv(smb1_rom_path()) for _ in range(emulators)]
-    for env in envs:
-        env.reset()
-    buttons = np.random.default_rng(0).choice([0, 0x80, 0x81, 0x82, 0x83, 0x01, 0x40], 256)
-    frames, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        for env in envs:  # play from the level start, as the env factory does
-            env.load_state(start_state)
-        for b in buttons:
-            for env in envs:
-                for _ in range(4):
-                    env.step(int(b))
-        frames += 1024 * emulators
-    out.put(frames / (time.perf_counter() - t0))
-
-
-def summed_rate(worker: Callable[..., None], args: tuple, procs: int) -> float:
-    """Run `worker(*args, queue)` in `procs` spawned processes at once; the sum of the rates
-    they put on the queue."""
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    ps = [ctx.Process(target=worker, args=(*args, q)) for _ in range(procs)]
-    for p in ps:
-        p.start()
-    rates = [q.get() for _ in ps]
-    for p in ps:
-        p.join()
-    return sum(rates)
-
-
-def raw_frames_per_s(procs: int, seconds: float, emulators: int = 1) -> float:
-    return summed_rate(_raw_worker, (seconds, emulators), procs)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---- learner-side sink -------------------------------------------------------------------
@@ -126,29 +80,10 @@ class Sink:
 
 def actor_frames_per_s(procs: int, seconds: float, num_envs: int, unroll: int, lanes: int) -> float:
     sink = Sink(unroll)
-    actors = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "actor",
-                "--learner",
-                f"127.0.0.1:{sink.port}",
-                "--actor-id",
-                str(i),
-                "--num-envs",
-                str(num_envs),
-                "--unroll-length",
-                str(unroll),
-                "--lanes",
-                str(lanes),
-                "--log-level",
-                "WARNING",
-            ],
-            cwd=ROOT,
-        )
-        for i in range(procs)
-    ]
+    argv = [sys.executable, "-m", "actor", "--learner", f"127.0.0.1:{sink.port}",
+            "--num-envs", str(num_envs), "--unroll-length", str(unroll), "--lanes", str(lanes),
+            "--log-level", "WARNING"]  # fmt: skip
+    actors = [subprocess.Popen([*argv, "--actor-id", str(i)], cwd=ROOT) for i in range(procs)]
     try:
         deadline = time.monotonic() + 120
         while sink.frames < procs * unroll * num_envs * 4 * 2:  # warm: every actor streaming
@@ -169,53 +104,22 @@ def actor_frames_per_s(procs: int, seconds: float, num_envs: int, unroll: int, l
 # ---- ingest throughput -------------------------------------------------------------------
 
 
-def _sender(
-    port: int, actor_id: int, unroll: int, num_envs: int, seconds: float, arch: str = "small"
-) -> None:
-    """Stream one random chunk over and over to a learner at `port`, spending credits as an
-    actor does."""
-    T, K = unroll, num_envs
-    spec = ModelSpec(arch=arch)
-    chunk = wire.Chunk(
-        actor_id=actor_id, instance_id=f"bench{actor_id}", seq=0, level="1-1", policy_version=0,
-        send_time=time.time(), episodes=(),
-        frames=np.random.default_rng(actor_id).integers(0, 256, (T + 4, K, 84, 84), dtype=np.uint8),
-        first=np.zeros((T + 4, K), bool), actions=np.zeros((T, K), np.uint8),
-        rewards=np.zeros((T, K), np.float32), terminated=np.zeros((T, K), bool),
-        truncated=np.zeros((T, K), bool), logits=np.zeros((T, K, 7), np.float32),
-        final_frames=np.zeros((0, 84, 84), np.uint8), final_index=np.zeros((0, 2), np.int32),
-        last_actions=np.zeros(K, np.uint8),
-    )  # fmt: skip
-    frames = wire.encode(chunk)
-    sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(f"tcp://127.0.0.1:{port}")
-    env = {"level": "1-1", "action_set": "simple", "frame_size": 84, "frame_skip": 4}
-    sock.send_multipart(wire.encode(wire.Register(
-        run_id="default", actor_id=actor_id, instance_id=f"bench{actor_id}", env_spec=env,
-        model_spec=spec.to_wire(), num_envs=K, unroll_length=T)))  # fmt: skip
-    credits, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        while credits == 0 or sock.poll(0):
-            msg = wire.decode(sock.recv_multipart())
-            if isinstance(msg, wire.Credit):
-                credits += msg.credits
-        sock.send_multipart(frames, copy=False)
-        credits -= 1
-    sock.close()
-
-
 def ingest_mb_per_s(seconds: float, unroll: int, num_envs: int, senders: int = 2) -> float:
     sink = Sink(unroll)
     ctx = mp.get_context("spawn")
     ps = [
-        ctx.Process(target=_sender, args=(sink.port, i, unroll, num_envs, seconds + 3))
+        ctx.Process(target=send_chunks, args=(sink.port, i, unroll, num_envs, seconds + 3))
         for i in range(senders)
     ]
     for p in ps:
         p.start()
     try:
-        time.sleep(2.0)  # senders import, register, warm up
+        deadline = time.monotonic() + 60
+        while sink.bytes == 0:  # the senders import, register and stream
+            if time.monotonic() > deadline or not any(p.is_alive() for p in ps):
+                raise RuntimeError("no sender streamed chunks to the ingest within 60 s")
+            time.sleep(0.05)
+        time.sleep(1.0)  # warm up
         b0, t0 = sink.bytes, time.perf_counter()
         time.sleep(seconds)
         return (sink.bytes - b0) / (time.perf_counter() - t0) / 1e6
@@ -241,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in [int(x) for x in args.procs.split(",")]:
         rounds = []  # per round: raw, raw with K emulators, each lanes setting's actor frames/s
         for _ in range(args.rounds):
-            raw = raw_frames_per_s(n, args.seconds)
-            raw_k = raw_frames_per_s(n, args.seconds, args.num_envs)
+            raw = summed_rate(raw_frames_per_s, (args.seconds,), n)
+            raw_k = summed_rate(raw_frames_per_s, (args.seconds, args.num_envs), n)
             act = [
                 actor_frames_per_s(n, args.seconds, args.num_envs, args.unroll_length, k)
                 for k in lane_counts

@@ -21,41 +21,13 @@ import torch
 
 from common.env import EnvSpec, FrameEnv
 from common.model import ActorCritic, ModelSpec
-
-_RAW: dict = {}
-
-
-def raw_frames_per_s(seconds: float) -> float:
-    """Bare nes-py `NESEnv.step` (no game logic), started from World 1-1's first frame."""
-    if "env" not in _RAW:
-        from gym_super_mario_bros import SuperMarioBrosEnv
-        from gym_super_mario_bros._roms import smb1_rom_path
-        from nes_py import NESEnv
-
-        _RAW["start"] = SuperMarioBrosEnv(target=(1, 1)).dump_state()
-        _RAW["env"] = NESEnv(smb1_rom_path())
-        _RAW["env"].reset()
-    env = _RAW["env"]
-    rng = np.random.default_rng(0)
-    buttons = rng.choice([0, 0x80, 0x81, 0x82, 0x83, 0x01, 0x40], size=256)
-    frames, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        env.load_state(_RAW["start"])  # play from the level start, as the env factory does
-        for b in buttons:
-            for _ in range(4):  # an agent step's worth of the same buttons
-                env.step(int(b))
-        frames += 4 * len(buttons)
-    return frames / (time.perf_counter() - start)
-
-
-_FACTORY = {}
+from scripts.bench.shared import raw_frames_per_s
 
 
 def factory_frames_per_s(seconds: float) -> float:
-    if "env" not in _FACTORY:
-        _FACTORY["env"] = FrameEnv(EnvSpec(no_progress_steps=0))
-        _FACTORY["env"].reset()
-    env = _FACTORY["env"]
+    """Frames/s of the env factory's env (skip 4, 84x84 grey), random actions."""
+    env = FrameEnv(EnvSpec(no_progress_steps=0))
+    env.reset()
     rng = np.random.default_rng(1)
     actions = rng.integers(0, env.num_actions, size=4096)
     steps, start = 0, time.perf_counter()
@@ -64,7 +36,9 @@ def factory_frames_per_s(seconds: float) -> float:
             if env.step(int(a)).episode is not None:
                 env.reset()
         steps += 64
-    return steps * env.spec.frame_skip / (time.perf_counter() - start)
+    rate = steps * env.spec.frame_skip / (time.perf_counter() - start)
+    env.close()
+    return rate
 
 
 # the small CNN without its input normalisation and previous-action input: what those two cost

@@ -1,6 +1,6 @@
 """Learning curves from RUN/episodes.jsonl: mean max x and flag rate per window of wall time.
 
-    python scripts/learning_curve.py RUN [RUN ...] [--window-s 120] [--level 1-1]
+    python -m scripts.analysis.learning_curve RUN [RUN ...] [--window-s 120] [--level 1-1]
 
 Each training episode the actors report is one line of RUN/episodes.jsonl, with its arrival time
 and the learner's env frames then; the learner's start is a `{"event": "start"}` line. A window

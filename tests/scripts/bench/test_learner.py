@@ -10,12 +10,14 @@ import torch
 
 from learner.batching import collate
 from learner.config import LearnerConfig
-from scripts import bench_learner
+from learner.ingest import to_host
+from scripts.bench import learner as bench_learner
+from scripts.bench.shared import synthetic_chunk
 
 
 def test_synthetic_chunks_collate_into_the_learners_batch_layout():
     rng = np.random.default_rng(0)
-    chunks = [bench_learner.synthetic_chunk(rng, 8, 3, pin=False) for _ in range(2)]
+    chunks = [to_host(synthetic_chunk(rng, 8, 3), 4, pin=False) for _ in range(2)]
     batch = collate(chunks, torch.device("cpu"))
     assert batch.frames.shape == (12, 6, 84, 84) and batch.frames.dtype == torch.uint8
     assert batch.behaviour_logits.shape == (8, 6, 7)

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import sync_probe  # noqa: E402
+from scripts.analysis import sync_probe
 
 
 @pytest.mark.slow

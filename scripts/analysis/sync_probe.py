@@ -1,6 +1,6 @@
 """Learning per frame, without the system around it: one process, actor lanes and learner in turn.
 
-    python scripts/sync_probe.py --frames 400000 --out runs/probe-a.jsonl -- [learner flags]
+    python -m scripts.analysis.sync_probe --frames 400000 --out runs/probe-a.jsonl -- [learner flags]
 
 The actor's own lane and inference code (`actor.rollout`) plays K envs; every finished chunk goes
 through the wire format and the learner's host conversion and batching, exactly as in a run; the
@@ -26,19 +26,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from actor.config import ActorConfig  # noqa: E402
-from actor.main import to_wire_chunk  # noqa: E402
-from actor.rollout import Lane, infer_and_act  # noqa: E402
-from common import config as config_io  # noqa: E402
-from common import wire  # noqa: E402
-from common.env import EnvSpec, build_envs  # noqa: E402
-from common.model import ActorCritic  # noqa: E402
-from learner.batching import collate  # noqa: E402
-from learner.config import LearnerConfig  # noqa: E402
-from learner.ingest import to_host  # noqa: E402
-from learner.main import build_training  # noqa: E402
+from actor.config import ActorConfig
+from actor.main import to_wire_chunk
+from actor.rollout import Lane, infer_and_act
+from common import config as config_io
+from common import wire
+from common.env import EnvSpec, build_envs
+from common.model import ActorCritic
+from learner.batching import collate
+from learner.config import LearnerConfig
+from learner.ingest import to_host
+from learner.main import build_training
 
 
 def probe(

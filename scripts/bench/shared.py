@@ -1,0 +1,105 @@
+"""What several benchmarks measure alike: the raw emulator's rate, rates summed over processes,
+and a synthetic chunk streamed to a learner under the credit protocol."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections.abc import Callable
+
+import numpy as np
+import zmq
+
+from common import wire
+from common.model import ModelSpec
+
+
+def raw_frames_per_s(seconds: float, emulators: int = 1) -> float:
+    """Bare nes-py `NESEnv.step` frames/s (no game logic) in this process, each emulator playing
+    from World 1-1's first frame as the env factory does. Several emulators take turns, 4 frames
+    each, the way an actor's lane steps its envs (their state no longer fits one core's L2)."""
+    from gym_super_mario_bros import SuperMarioBrosEnv
+    from gym_super_mario_bros._roms import smb1_rom_path
+    from nes_py import NESEnv
+
+    start_state = SuperMarioBrosEnv(target=(1, 1)).dump_state()
+    envs = [NESEnv(smb1_rom_path()) for _ in range(emulators)]
+    for env in envs:
+        env.reset()
+    buttons = np.random.default_rng(0).choice([0, 0x80, 0x81, 0x82, 0x83, 0x01, 0x40], 256)
+    frames, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for env in envs:
+            env.load_state(start_state)
+        for b in buttons:
+            for env in envs:
+                for _ in range(4):  # an agent step's worth of the same buttons
+                    env.step(int(b))
+        frames += 4 * len(buttons) * emulators
+    return frames / (time.perf_counter() - t0)
+
+
+def _put_rate(rate: Callable[..., float], args: tuple, out: mp.Queue) -> None:
+    out.put(rate(*args))
+
+
+def summed_rate(rate: Callable[..., float], args: tuple, procs: int) -> float:
+    """Run `rate(*args)` (a module-level function) in `procs` spawned processes at once; the sum
+    of what they return."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_put_rate, args=(rate, args, q)) for _ in range(procs)]
+    for p in ps:
+        p.start()
+    rates = [q.get() for _ in ps]
+    for p in ps:
+        p.join()
+    return sum(rates)
+
+
+def synthetic_chunk(
+    rng: np.random.Generator, unroll: int, num_envs: int, actor_id: int = 0, num_actions: int = 7
+) -> wire.Chunk:
+    """A chunk shaped like an actor's (episode starts and ends sprinkled in, no truncations),
+    validated by the wire format."""
+    T, K = unroll, num_envs
+    first = rng.random((T + 4, K)) < 0.01  # [T+4, K]
+    return wire.Chunk(
+        actor_id=actor_id, instance_id=f"bench{actor_id}", seq=0, level="1-1", policy_version=0,
+        send_time=time.time(), episodes=(),
+        frames=rng.integers(0, 256, (T + 4, K, 84, 84), dtype=np.uint8),
+        first=first,
+        actions=rng.integers(0, num_actions, (T, K), dtype=np.uint8),
+        rewards=rng.normal(0, 1, (T, K)).astype(np.float32),
+        terminated=first[4:].copy(),  # an episode ends where the next one starts
+        truncated=np.zeros((T, K), bool),
+        logits=rng.normal(0, 1, (T, K, num_actions)).astype(np.float32),
+        final_frames=np.zeros((0, 84, 84), np.uint8), final_index=np.zeros((0, 2), np.int32),
+        last_actions=np.where(first[3], num_actions, rng.integers(0, num_actions, K)).astype(np.uint8),
+    )  # fmt: skip
+
+
+def send_chunks(
+    port: int, actor_id: int, unroll: int, num_envs: int, seconds: float, arch: str = "small"
+) -> None:
+    """Register with a learner at `port`, then stream one synthetic chunk over and over for
+    `seconds`, spending credits as an actor does."""
+    frames = wire.encode(
+        synthetic_chunk(np.random.default_rng(actor_id), unroll, num_envs, actor_id)
+    )
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(f"tcp://127.0.0.1:{port}")
+    env = {"level": "1-1", "action_set": "simple", "frame_size": 84, "frame_skip": 4}
+    sock.send_multipart(wire.encode(wire.Register(
+        run_id="default", actor_id=actor_id, instance_id=f"bench{actor_id}", env_spec=env,
+        model_spec=ModelSpec(arch=arch).to_wire(), num_envs=num_envs, unroll_length=unroll)))  # fmt: skip
+    credits, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        while credits == 0 or sock.poll(0):
+            msg = wire.decode(sock.recv_multipart())
+            if isinstance(msg, wire.Credit):
+                credits += msg.credits
+        sock.send_multipart(frames, copy=False)
+        credits -= 1
+    sock.close()

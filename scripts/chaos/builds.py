@@ -1,0 +1,104 @@
+"""Build N Mario envs one after another through the actors' build path, PASS if none fails.
+
+    python -m scripts.chaos.builds --count 1000 [--out FILE.json]
+
+Each env is built and reset by `common.env.build_envs` with the actors' timeout and retries, in a
+worker process that is started again if the build watchdog ends it (each such end is a failure).
+Prints failures and build-time percentiles; the exit status is 1 if any build failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from actor.config import ActorConfig
+from common.env import EnvBuildError, build_envs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker(count: int, level: str) -> int:
+    """Build `count` envs as the actors do; one JSON line per build on stdout."""
+    cfg = ActorConfig(level=level)
+    for _ in range(count):
+        start = time.perf_counter()
+        try:
+            env = build_envs(cfg.env_spec(), 1, timeout_s=cfg.build_timeout_s,
+                             retries=cfg.build_retries)[0]  # fmt: skip
+        except EnvBuildError as exc:
+            print(json.dumps({"ok": False, "error": str(exc)}), flush=True)
+            continue
+        env.close()
+        print(json.dumps({"ok": True, "s": time.perf_counter() - start}), flush=True)
+    return 0
+
+
+def builds(count: int, level: str) -> dict:
+    times: list[float] = []
+    failures: list[str] = []
+    restarts = 0
+    start = time.perf_counter()
+    while len(times) + len(failures) < count:
+        left = count - len(times) - len(failures)
+        argv = [
+            sys.executable,
+            "-m",
+            "scripts.chaos.builds",
+            "--worker",
+            str(left),
+            "--level",
+            level,
+        ]
+        with subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                row = json.loads(line)
+                if row["ok"]:
+                    times.append(row["s"])
+                else:
+                    failures.append(row["error"])
+                if (done := len(times) + len(failures)) % 100 == 0:
+                    print(f"{done}/{count} builds, {len(failures)} failed", flush=True)
+        if proc.returncode:
+            restarts += 1
+            failures.append(f"build worker exited {proc.returncode} (watchdog)")
+    q = statistics.quantiles(times, n=100, method="inclusive") if times else [None] * 99
+    cfg = ActorConfig()
+    return {"builds": count, "failures": len(failures), "failure_messages": failures[:20],
+            "worker_restarts": restarts, "p50_s": q[49], "p90_s": q[89], "p99_s": q[98],
+            "max_s": max(times, default=None), "wall_s": round(time.perf_counter() - start, 1),
+            "timeout_s": cfg.build_timeout_s, "retries": cfg.build_retries}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.chaos.builds", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--count", type=int, default=1000, help="envs to build (default 1000)")
+    p.add_argument("--level", default="1-1")
+    p.add_argument("--out", default="", help="also write the result here (JSON)")
+    p.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.count < 1:
+        p.error("--count must be >= 1")
+    if args.worker:
+        return worker(args.worker, args.level)
+    result = builds(args.count, args.level)
+    print(json.dumps(result, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(
+        "PASS" if not result["failures"] else "FAIL",
+        f"{args.count} env builds, {result['failures']} failures",
+    )
+    return 0 if not result["failures"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
