@@ -44,7 +44,7 @@ class Host:
     level: str = "1-1"
     actor_args: str = ""  # more actor flags (the eval actor's too)
     keys: str = ""  # CURVE keys made by `make keys` (empty = off)
-    eval: bool | None = None  # an eval actor (id first_actor + n) runs here; None = with the learner
+    eval: bool | None = None  # the eval actor (id first_actor + n) runs here; None: as learner
     targets: str = "runs/targets/actors.json"  # Prometheus file_sd list of this host's actors
     cores: int = dataclasses.field(default_factory=_cores)  # CPUs this host gives its processes
 

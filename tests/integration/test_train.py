@@ -102,7 +102,9 @@ def test_flags_a_process_refuses_stop_the_run_with_its_log(tmp_path):
         if p.poll() is None:
             ctrl_c(p)
     out = log.read_text()
-    assert re.search(r"actor-0 refused to start \(exit status 2; (not )?expected\); not restarted", out)
+    assert re.search(
+        r"actor-0 refused to start \(exit status 2; (not )?expected\); not restarted", out
+    )
     assert "unrecognized arguments: --no-such-flag" in out  # the actor's own words
     assert not (s["RUN"] / "supervisord.pid").exists()
 

@@ -74,8 +74,9 @@ def test_make_actors_runs_the_actors_alone():
     assert sorted(hosts.commands(h)) == ["actor-0", "actor-1"]
     h = hosts.host_for("train", {"MARIO_N": "2"})
     assert sorted(hosts.commands(h)) == ["actor-0", "actor-1", "eval", "learner"]
+    # the eval actor goes with the learner unless told otherwise
     h = hosts.host_for("up", {"MARIO_N": "2", "MARIO_LEARNER_AUTOSTART": "false"})
-    assert sorted(hosts.commands(h)) == ["actor-0", "actor-1"]  # the eval actor goes with the learner
+    assert sorted(hosts.commands(h)) == ["actor-0", "actor-1"]
 
 
 def test_targets_list_the_actors_and_the_eval_actor(tmp_path):
