@@ -18,7 +18,7 @@ import sys
 import time
 import xmlrpc.client
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from supervisor.xmlrpc import SupervisorTransport
 
@@ -26,7 +26,20 @@ from scripts.service.host import Host
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "deploy" / "supervisord" / "mario-impala.conf"
-EXITED = re.compile(r"(exited|gave up): (\S+) \((.*)\)$|gave up: (\S+) (.*)$")
+# supervisord's own words for an exit and for giving up on a process
+EXITED = re.compile(r"exited: (\S+) \((.+); (not )?expected\)")
+GAVE_UP = re.compile(r"gave up: (\S+) entered FATAL state")
+
+
+class Exit(NamedTuple):
+    """One exit supervisord logged."""
+
+    name: str  # its program name: learner, actor-<i>, eval
+    how: str  # "terminated by SIGKILL", "exit status 3", ..., "gave up" (FATAL)
+    expected: bool  # an exit status it was told to expect (0, 2)
+
+    def __str__(self) -> str:
+        return f"{self.how}; {'expected' if self.expected else 'not expected'}"
 
 
 class SupervisorError(RuntimeError):
@@ -106,13 +119,19 @@ class Supervisor:
         """{program name: supervisord's process info (state, pid, exitstatus, ...)}."""
         return {p["name"]: p for p in self.rpc().getAllProcessInfo()}
 
-    def exit_reasons(self) -> dict[str, str]:
-        """The newest exit of each process in supervisord's log, in its words
-        ("terminated by SIGKILL; not expected", "exit status 2; expected", ...)."""
-        out = {}
-        for line in self.rpc().readLog(-20_000, 0).splitlines():
-            if m := EXITED.search(line):
-                out[m.group(2) or m.group(4)] = m.group(3) or m.group(5)
+    def exits(self, *, rotated: bool = True) -> list[Exit]:
+        """Every exit in supervisord's log, oldest first (`rotated`: its older files too), and
+        each process it gave up on."""
+        out = []
+        logs = sorted(
+            (self.run / "logs").glob("supervisord.log*" if rotated else "supervisord.log")
+        )
+        for path in reversed(logs):  # supervisord.log.2, .1, then the current one
+            for line in path.read_text(errors="replace").splitlines():
+                if m := EXITED.search(line):
+                    out.append(Exit(m[1], m[2], m[3] is None))
+                elif m := GAVE_UP.search(line):
+                    out.append(Exit(m[1], "gave up", False))
         return out
 
     def log_tail(self, info: dict[str, Any], lines: int = 8) -> str:

@@ -99,10 +99,11 @@ class Watcher:
         return self.verdict(processes)
 
     def report(self, exited: list[str], processes: dict[str, dict]) -> None:
-        reasons = self.supervisor.exit_reasons()
+        newest = {e.name: e for e in self.supervisor.exits(rotated=False)}
         for name in exited:
-            info, reason = processes[name], reasons.get(name, processes[name]["statename"].lower())
-            if reason.startswith(f"exit status {REFUSED};"):
+            info, last = processes[name], newest.get(name)
+            reason = str(last) if last else info["statename"].lower()
+            if last and last.how == f"exit status {REFUSED}":
                 # A restart cannot fix a refused configuration, but supervisord retries whatever
                 # exits within startsecs: stop it.
                 self.refused.add(name)

@@ -5,31 +5,20 @@ soak that knows how the deployment is started, stopped and addressed."""
 from __future__ import annotations
 
 import http.client
-import re
 import subprocess
 import sys
-import time
 import xmlrpc.client
 from pathlib import Path
-from typing import Any, NamedTuple
-
-from supervisor.xmlrpc import SupervisorTransport
+from typing import Any
 
 from common import status
 from scripts.ports import free_ports
+from scripts.service.host import Host
+from scripts.service.supervisor import Exit, Supervisor
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNNING = 20  # supervisord's process state code
 STARTSECS = 10.0  # deploy/supervisord/mario-impala.conf: a process younger than this is starting
-# supervisord's own words for an exit and for giving up on a process
-EXITED = re.compile(r"exited: (\S+) \((.+); (not )?expected\)")
-GAVE_UP = re.compile(r"gave up: (\S+) entered FATAL state")
-
-
-class Exit(NamedTuple):
-    name: str  # supervisord's process name: learner, actor-<i>, eval
-    how: str  # "terminated by SIGKILL", "exit status 3", ..., "gave up" (FATAL)
-    expected: bool
 
 
 class Deployment:
@@ -43,25 +32,29 @@ class Deployment:
         self.learner_metrics = free_ports(1)
         self.actor_base = free_ports(actors + 1)  # actor i's /metrics on base + i, eval's on +N
         self.venv = Path(sys.executable).parent.parent
-        self.settings = {
-            "RUN": run_dir,
-            "N": actors,
-            "PORT": self.port,
-            "LEARNER": f"127.0.0.1:{self.port}",
-            "LEARNER_METRICS_PORT": self.learner_metrics,
-            "ACTOR_METRICS_BASE": self.actor_base,
-            "TARGETS": run_dir / "targets" / "actors.json",
-            "LEVEL": level,
-            "DEVICE": device,
-            "LEARNER_ARGS": learner_args,
-            "ACTOR_ARGS": actor_args,
-        }
-        self.transport: SupervisorTransport | None = None
-        self.rpc: Any = None
+        self.host = Host(
+            run=str(run_dir),
+            n=actors,
+            port=self.port,
+            learner_metrics_port=self.learner_metrics,
+            actor_metrics_base=self.actor_base,
+            targets=str(run_dir / "targets" / "actors.json"),
+            level=level,
+            device=device,
+            learner_args=learner_args,
+            actor_args=actor_args,
+        ).resolved()
+        self.supervisor = Supervisor(self.host)
 
     def make(self, target: str, timeout_s: float = 300) -> None:
+        """`make TARGET` with this deployment's settings, as a user would type them."""
+        settings = {  # the host's cores are the machine's own, not a setting of make's
+            k.removeprefix("MARIO_"): v
+            for k, v in self.host.environ().items()
+            if k != "MARIO_CORES"
+        }
         argv = ["make", "--no-print-directory", "-o", f"{self.venv}/.installed", target]
-        argv += [f"VENV={self.venv}", *(f"{k}={v}" for k, v in self.settings.items())]
+        argv += [f"VENV={self.venv}", *(f"{k}={v}" for k, v in settings.items())]
         out = subprocess.run(
             argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False
         )
@@ -69,27 +62,17 @@ class Deployment:
             raise RuntimeError(f"make {target} exited {out.returncode}:\n{out.stdout}{out.stderr}")
 
     def up(self) -> None:
-        self.make("up")
-        sock = self.run_dir / "supervisor.sock"
-        deadline = time.monotonic() + 30
-        while not sock.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"supervisord made no {sock} in 30 s")
-            time.sleep(0.1)
-        self.transport = SupervisorTransport(serverurl=f"unix://{sock}")
-        self.rpc = xmlrpc.client.ServerProxy("http://localhost", transport=self.transport)
+        self.make("up")  # returns once supervisord answers
 
     def down(self) -> None:
-        if (self.run_dir / "supervisord.pid").exists():
+        if self.supervisor.running_pid():
             self.make("down", timeout_s=400)
 
     def processes(self) -> dict[str, dict[str, Any]]:
         """{name: supervisord's process info} (pid, state, start, now, ...); {} if it is silent."""
         try:
-            return {p["name"]: p for p in self.rpc.supervisor.getAllProcessInfo()}
+            return self.supervisor.processes()
         except (OSError, http.client.HTTPException, xmlrpc.client.Error):
-            if self.transport is not None:
-                self.transport.close()  # the next call connects afresh
             return {}
 
     def scrape(self, name: str) -> dict[str, float]:
@@ -102,14 +85,7 @@ class Deployment:
 
     def exits(self) -> list[Exit]:
         """Every exit in supervisord's log (rotated files too), and each process it gave up on."""
-        out = []
-        for path in sorted((self.run_dir / "logs").glob("supervisord.log*")):
-            for line in path.read_text(errors="replace").splitlines():
-                if m := EXITED.search(line):
-                    out.append(Exit(m[1], m[2], m[3] is None))
-                elif m := GAVE_UP.search(line):
-                    out.append(Exit(m[1], "gave up", False))
-        return out
+        return self.supervisor.exits()
 
 
 def running_for(procs: dict[str, dict[str, Any]], name: str) -> float:

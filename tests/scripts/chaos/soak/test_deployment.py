@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from scripts.chaos.soak.deployment import Deployment, Exit
+from scripts.chaos.soak.deployment import Deployment
+from scripts.service.supervisor import Exit
 
 
 def test_every_exit_supervisord_logged_is_read_back(tmp_path):
