@@ -41,10 +41,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from common import status, wire  # noqa: E402
-from learner.batching import collate  # noqa: E402
+from common import chunk, status, wire  # noqa: E402
+from learner.batching import HostChunk, collate, to_host  # noqa: E402
 from learner.config import LearnerConfig  # noqa: E402
-from learner.ingest import HostChunk, to_host  # noqa: E402
 from learner.main import build_training, resolve_device  # noqa: E402
 from scripts.bench_pipeline import _sender  # noqa: E402
 from scripts.ports import free_ports  # noqa: E402
@@ -57,22 +56,18 @@ def synthetic_chunk(
 ) -> HostChunk:
     """A chunk shaped like an actor's (episode starts and ends sprinkled in, no truncations),
     validated by the wire format and converted by the learner's own `to_host`."""
-    T, K = unroll, num_envs
-    first = rng.random((T + 4, K)) < 0.01
-    chunk = wire.Chunk(
-        actor_id=0, instance_id="bench", seq=0, level="1-1", policy_version=0,
-        send_time=time.time(), episodes=(),
-        frames=rng.integers(0, 256, (T + 4, K, 84, 84), dtype=np.uint8),
-        first=first,
-        actions=rng.integers(0, num_actions, (T, K), dtype=np.uint8),
-        rewards=rng.normal(0, 1, (T, K)).astype(np.float32),
-        terminated=first[4:].copy(),  # an episode ends where the next one starts
-        truncated=np.zeros((T, K), bool),
-        logits=rng.normal(0, 1, (T, K, num_actions)).astype(np.float32),
-        final_frames=np.zeros((0, 84, 84), np.uint8), final_index=np.zeros((0, 2), np.int32),
-        last_actions=np.where(first[3], num_actions, rng.integers(0, num_actions, K)).astype(np.uint8),
-    )  # fmt: skip
-    return to_host(chunk, FRAME_SKIP, pin)
+    T, K, A = unroll, num_envs, num_actions
+    a = chunk.new_arrays({"T": T, "K": K, "H": 84, "W": 84, "A": A})
+    a["first"][:] = rng.random((T + 4, K)) < 0.01
+    a["terminated"][:] = a["first"][4:]  # an episode ends where the next one starts
+    a["frames"][:] = rng.integers(0, 256, a["frames"].shape)
+    a["actions"][:] = rng.integers(0, A, (T, K))
+    a["rewards"][:] = rng.normal(0, 1, (T, K))
+    a["behaviour_logits"][:] = rng.normal(0, 1, (T, K, A))
+    a["last_actions"][:] = np.where(a["first"][3], A, rng.integers(0, A, K))
+    msg = wire.Chunk(actor_id=0, instance_id="bench", seq=0, level="1-1", policy_version=0,
+                     send_time=time.time(), episodes=(), arrays=a)  # fmt: skip
+    return to_host(msg, FRAME_SKIP, pin)
 
 
 def _sync(device: torch.device) -> None:
@@ -145,7 +140,7 @@ def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: f
         ps = [
             ctx.Process(
                 target=_sender,
-                args=(port, i, cfg.unroll_length, num_envs, seconds + 60, cfg.arch),
+                args=(port, i, cfg.unroll_length, num_envs, seconds + 60),
             )
             for i in range(senders)
         ]

@@ -28,7 +28,7 @@ import zmq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from common import wire  # noqa: E402
+from common import chunk, wire  # noqa: E402
 from common.metrics import LearnerMetrics  # noqa: E402
 from common.model import ActorCritic, ModelSpec  # noqa: E402
 from learner.ingest import Ingest, IngestSettings  # noqa: E402
@@ -115,7 +115,7 @@ class Sink:
     def _drain(self) -> None:
         while not self._stop.is_set():
             for c in self.ingest.take(64, timeout_s=0.05):
-                self.frames += c.actions.numel() * c.frame_skip
+                self.frames += c.env_frames
                 self.bytes += c.payload_bytes
 
     def close(self) -> None:
@@ -138,8 +138,6 @@ def actor_frames_per_s(procs: int, seconds: float, num_envs: int, unroll: int, l
                 str(i),
                 "--num-envs",
                 str(num_envs),
-                "--unroll-length",
-                str(unroll),
                 "--lanes",
                 str(lanes),
                 "--log-level",
@@ -169,36 +167,26 @@ def actor_frames_per_s(procs: int, seconds: float, num_envs: int, unroll: int, l
 # ---- ingest throughput -------------------------------------------------------------------
 
 
-def _sender(
-    port: int, actor_id: int, unroll: int, num_envs: int, seconds: float, arch: str = "small"
-) -> None:
+def _sender(port: int, actor_id: int, unroll: int, num_envs: int, seconds: float) -> None:
     """Stream one random chunk over and over to a learner at `port`, spending credits as an
     actor does."""
-    T, K = unroll, num_envs
-    spec = ModelSpec(arch=arch)
-    chunk = wire.Chunk(
-        actor_id=actor_id, instance_id=f"bench{actor_id}", seq=0, level="1-1", policy_version=0,
-        send_time=time.time(), episodes=(),
-        frames=np.random.default_rng(actor_id).integers(0, 256, (T + 4, K, 84, 84), dtype=np.uint8),
-        first=np.zeros((T + 4, K), bool), actions=np.zeros((T, K), np.uint8),
-        rewards=np.zeros((T, K), np.float32), terminated=np.zeros((T, K), bool),
-        truncated=np.zeros((T, K), bool), logits=np.zeros((T, K, 7), np.float32),
-        final_frames=np.zeros((0, 84, 84), np.uint8), final_index=np.zeros((0, 2), np.int32),
-        last_actions=np.zeros(K, np.uint8),
-    )  # fmt: skip
-    frames = wire.encode(chunk)
+    arrays = chunk.new_arrays({"T": unroll, "K": num_envs, "H": 84, "W": 84, "A": 7})
+    arrays["frames"][:] = np.random.default_rng(actor_id).integers(0, 256, arrays["frames"].shape)
+    msg = wire.Chunk(actor_id=actor_id, instance_id=f"bench{actor_id}", seq=0, level="1-1",
+                     policy_version=0, send_time=time.time(), episodes=(), arrays=arrays)  # fmt: skip
+    frames = wire.encode(msg)
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(f"tcp://127.0.0.1:{port}")
     env = {"level": "1-1", "action_set": "simple", "frame_size": 84, "frame_skip": 4}
     sock.send_multipart(wire.encode(wire.Register(
         run_id="default", actor_id=actor_id, instance_id=f"bench{actor_id}", env_spec=env,
-        model_spec=spec.to_wire(), num_envs=K, unroll_length=T)))  # fmt: skip
+        num_envs=num_envs)))  # fmt: skip
     credits, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         while credits == 0 or sock.poll(0):
             msg = wire.decode(sock.recv_multipart())
-            if isinstance(msg, wire.Credit):
+            if isinstance(msg, wire.Welcome | wire.Credit):
                 credits += msg.credits
         sock.send_multipart(frames, copy=False)
         credits -= 1
@@ -271,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     mbps = ingest_mb_per_s(args.seconds, args.unroll_length, args.num_envs)
-    payload = (args.unroll_length + 4) * args.num_envs * 84 * 84 / 1e6
+    payload = (args.unroll_length + 5) * args.num_envs * 84 * 84 / 1e6  # frames and finals
     print(
         f"learner ingest: {mbps:7.0f} MB/s of chunk payload (~{payload:.2f} MB chunks, 2 senders) "
         f"(target >= 400)"

@@ -93,7 +93,7 @@ def test_an_ingest_rejects_each_rogue_message_exactly_once_and_serves_a_real_act
         actor = Client(port)
         real = wire.decode(traffic["register"])
         actor.send(dataclasses.replace(real, run_id=cfg.run_id, actor_id=0))
-        assert isinstance(actor.recv(), wire.Credit)
+        assert isinstance(actor.recv(), wire.Welcome)
     finally:
         peer.close()
         ing.stop()
