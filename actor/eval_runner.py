@@ -1,7 +1,8 @@
 """`python -m actor --eval`: greedy and sampled episodes with the newest weights, judged while
 training runs.
 
-The eval actor registers like any actor (so it receives weight broadcasts) but sends no chunks.
+The eval actor registers like any actor (it builds the network the learner's Welcome names and
+receives its weight broadcasts) but sends no chunks.
 Every `eval_interval_s` it plays `eval_episodes` greedy episodes (argmax actions: deterministic on
 the fixed start state, so one is enough) and then `eval_sampled_episodes` sampled ones (actions
 drawn from the policy, as the actors play, from a generator seeded by `--seed` and the actor id)

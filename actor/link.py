@@ -1,15 +1,15 @@
 """The actor's connection to the learner: registration, credits, weights, heartbeats, reconnects.
 
 Sockets: a DEALER to the learner's ROUTER (registration, chunks, heartbeats out; the Welcome,
-credits, weights on request, refusals, heartbeats in) and a SUB to its PUB on PORT+1 (weight broadcasts). All
-socket use stays on the thread that owns the `LearnerLink`.
+credits, weights on request, refusals, heartbeats in) and a SUB to its PUB on PORT+1 (weight
+broadcasts). All socket use stays on the thread that owns the `LearnerLink`.
 
-Flow control: the learner grants credits; one chunk costs one credit; with no credit the actor
-waits in `wait_for_credit` instead of queueing, so at most `credits` chunks are ever in flight and
-none pile up while the learner is away. The learner answers a registration with a Welcome: the
-unroll length and the network to build, which `on_welcome` hands to the actor. Only weights of
-that network are applied. Silence for `timeout_s` (the learner heartbeats every
-second) means the learner is gone: the sockets are rebuilt and the actor registers again, with
+The learner answers a registration with a Welcome: the unroll length and the network to build,
+which `on_welcome` hands to the actor; only weights of that network are applied. Flow control:
+the learner grants credits; one chunk costs one credit; with no credit the actor waits in
+`wait_for_credit` instead of queueing, so at most `credits` chunks are ever in flight and none
+pile up while the learner is away. Silence for `timeout_s` (the learner heartbeats every second)
+means the learner is gone: the sockets are rebuilt and the actor registers again, with
 exponential backoff.
 """
 

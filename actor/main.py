@@ -204,7 +204,7 @@ class Actor:
 def main(argv: list[str] | None = None) -> int:
     cfg = config_io.load(ActorConfig, argv, prog="actor", description=__doc__ or "")
     logging.basicConfig(
-        level=cfg.log_level.upper(),
+        level=cfg.log_level,
         format=f"%(asctime)s actor[{cfg.actor_id}] %(levelname)s %(message)s",
     )
     torch.set_num_threads(cfg.torch_threads)

@@ -77,7 +77,7 @@ DEFAULT_LIMITS = Limits()
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Register:
-    """actor -> learner: first message of an actor process; the learner answers Welcome or Refuse."""
+    """actor -> learner: an actor's first message; the learner answers Welcome or Refuse."""
 
     TYPE: ClassVar[str] = "register"
     run_id: str

@@ -1,15 +1,15 @@
 """The learner's IO thread: owns both sockets, admits actors, validates chunks, grants credits.
 
 ROUTER on PORT: Register / Chunk / Heartbeat / WeightsRequest in; Welcome / Credit / Refuse /
-Weights / Heartbeat out. PUB on PORT+1: weight broadcasts. Only this thread touches the sockets; the train
-loop takes chunks from a bounded queue and hands encoded weights over through `publish`.
+Weights / Heartbeat out. PUB on PORT+1: weight broadcasts. Only this thread touches the sockets;
+the train loop takes chunks from a bounded queue and hands encoded weights over through `publish`.
 
-A registration is answered with a Welcome that tells the actor what to build: the unroll length
-and the network (model spec); the learner is their one source. Credits bound the data in flight.
-Registration grants `credits_per_actor`; every chunk that
-arrives (accepted, stale or malformed) earns its sender one credit back, but only while the queue
-has room: a full queue owes the credits and pays them as the train loop drains it. So actors stop
-sending instead of the learner queueing without bound.
+A registration is answered with a Welcome that tells the actor what to build, the unroll length
+and the network (model spec): the learner is their one source. Credits bound the data in flight.
+The Welcome grants `credits_per_actor`; every chunk that arrives (accepted, stale or malformed)
+earns its sender one credit back, but only while the queue has room: a full queue owes the
+credits and pays them as the train loop drains it. So actors stop sending instead of the learner
+queueing without bound.
 """
 
 from __future__ import annotations
