@@ -33,7 +33,7 @@ class ActorConfig:
     action_set: ActionSet = _f("simple", "buttons the agent may press (as on the learner)")
     frame_skip: int = _f(4, "NES frames per agent step")
     frame_size: int = _f(84, "observation size in pixels, square (as on the learner)")
-    no_progress_steps: int = _f(100, "cut an episode after this many steps without progress")
+    no_progress_steps: int = _f(100, "steps without progress before an episode is cut (0 = off)")
     reward_scale: float = _f(1.0, "env-side reward scale (1 = off)")
     reward_clip: float = _f(0.0, "env-side per-step reward clip (0 = off)")
     flag_bonus: float = _f(0.0, "env-side bonus for reaching the flag")

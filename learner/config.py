@@ -47,7 +47,7 @@ class LearnerConfig:
     max_grad_norm: float = _f(40.0, "clip the global gradient norm to this", gt=0)
     clip_rho_threshold: float = _f(1.0, "V-trace rho-bar")
     clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar for the policy-gradient advantage")
-    epochs: int = _f(4, "passes over each batch, at least", ge=1)
+    epochs: int = _f(4, "passes over each batch (a GPU learner that waits adds more)", ge=1)
     max_epochs: int = _f(8, "passes a GPU learner that waits for data may make, at most")
     minibatches: int = _f(2, "optimizer steps per pass, each on a share of the sequences", ge=1)
     ppo_clip: float = _f(0.1, "clip pi/mu to [1/(1+c), 1+c] in APPO's surrogate (0 = off)", ge=0)
