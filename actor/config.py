@@ -46,7 +46,7 @@ class ActorConfig:
     build_retries: int = _f(2, "retries of a failed env build before exiting", ge=0)
     metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
     metrics_port: int = _f(0, "port of the /metrics HTTP server (0 = off)", ge=0, le=65535)
-    seed: int = _f(0, "random seed (actions); combined with actor_id")
+    seed: int = _f(0, "random seed (actions); combined with actor_id", ge=0)
     eval: bool = _f(False, "evaluation mode: play with the newest weights, send no chunks")
     eval_dir: str = _f("runs/default/eval", "eval mode: where the best episode's video goes")
     eval_interval_s: float = _f(60.0, "eval mode: seconds between evaluations", ge=0)

@@ -45,10 +45,10 @@ class LearnerConfig:
     baseline_cost: float = _f(0.5, "weight of the value loss", ge=0)
     entropy_cost: float = _f(0.01, "weight of the entropy bonus", ge=0)
     max_grad_norm: float = _f(40.0, "clip the global gradient norm to this", gt=0)
-    clip_rho_threshold: float = _f(1.0, "V-trace rho-bar")
-    clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar for the policy-gradient advantage")
+    clip_rho_threshold: float = _f(1.0, "V-trace rho-bar", gt=0)
+    clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar of the policy gradient", gt=0)
     epochs: int = _f(4, "passes over each batch (a GPU learner that waits adds more)", ge=1)
-    max_epochs: int = _f(8, "passes a GPU learner that waits for data may make, at most")
+    max_epochs: int = _f(8, "passes a GPU learner that waits for data may make", ge=1)
     minibatches: int = _f(2, "optimizer steps per pass, each on a share of the sequences", ge=1)
     ppo_clip: float = _f(0.1, "clip pi/mu to [1/(1+c), 1+c] in APPO's surrogate (0 = off)", ge=0)
     normalize_advantages: bool = _f(True, "advantages to zero mean, unit std per minibatch")
@@ -74,7 +74,7 @@ class LearnerConfig:
     max_updates: int = _f(0, "stop after this many updates (0 = run until stopped)", ge=0)
     status_interval_s: float = _f(0.0, "print a status line to stderr this often (0 = off)", ge=0)
     torch_threads: int = _f(0, "torch CPU threads (0 = torch's default)", ge=0)
-    seed: int = _f(0, "random seed")
+    seed: int = _f(0, "random seed", ge=0)
     log_level: LogLevel = _f("INFO", "logging level")
 
     @property
