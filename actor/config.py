@@ -5,7 +5,7 @@ The network and the unroll length are the learner's: it sends them at registrati
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from common import curve
@@ -63,17 +63,7 @@ class ActorConfig:
     }
 
     def env_spec(self) -> EnvSpec:
-        return EnvSpec(
-            level=self.level,
-            action_set=self.action_set,
-            frame_skip=self.frame_skip,
-            frame_size=self.frame_size,
-            no_progress_steps=self.no_progress_steps,
-            reward_scale=self.reward_scale,
-            reward_clip=self.reward_clip,
-            flag_bonus=self.flag_bonus,
-            death_penalty=self.death_penalty,
-        )
+        return EnvSpec(**{f.name: getattr(self, f.name) for f in fields(EnvSpec)})
 
     def problems(self) -> list[str]:
         out = list(self.env_spec().problems())

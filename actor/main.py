@@ -40,15 +40,8 @@ def to_wire_chunk(
     c: FinishedChunk,
     layout: chunk.Layout = chunk.LAYOUT,
 ) -> wire.Chunk:
-    episodes = tuple(
-        wire.EpisodeStats(
-            level=e.level,
-            episode_return=float(e.episode_return),
-            length=e.length,
-            max_x=e.max_x,
-            flag=e.flag,
-            outcome=e.outcome,
-        )
+    episodes = tuple(  # the env's summary, its return a plain float as the wire wants
+        wire.EpisodeStats(**{**e._asdict(), "episode_return": float(e.episode_return)})
         for e in c.episodes
     )
     return wire.Chunk(
