@@ -1,7 +1,8 @@
 """`python -m actor --eval`: greedy and sampled episodes with the newest weights, judged while
 training runs.
 
-The eval actor registers like any actor (so it receives weight broadcasts) but sends no chunks.
+The eval actor registers like any actor (it builds the network the learner's Welcome names and
+receives its weight broadcasts) but sends no chunks.
 Every `eval_interval_s` it plays `eval_episodes` greedy episodes (argmax actions: deterministic on
 the fixed start state, so one is enough) and then `eval_sampled_episodes` sampled ones (actions
 drawn from the policy, as the actors play, from a generator seeded by `--seed` and the actor id)
@@ -33,7 +34,7 @@ from actor.evaluation import (
     seeded_generator,
     write_video,
 )
-from actor.link import link_for, load_weights
+from actor.link import link_for, load_weights, welcomed_spec
 from common import wire
 from common.env import EpisodeSummary, build_envs
 from common.metrics import EvalMetrics
@@ -50,24 +51,33 @@ class EvalRunner:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         spec = cfg.env_spec()
         self.env = build_envs(spec, 1, timeout_s=cfg.build_timeout_s, retries=cfg.build_retries)[0]
-        self.model = ActorCritic(cfg.model_spec(self.env.num_actions)).eval()
-        sampler = seeded_generator(cfg.seed, cfg.actor_id)  # reproducible sampled episodes
-        # (policy, its episodes per evaluation), played in this order
-        self.plan: list[tuple[str, Policy, int]] = [
-            ("greedy", make_policy(self.model, greedy=True), cfg.eval_episodes),
-            ("sampled", make_policy(self.model, greedy=False, generator=sampler),
-             cfg.eval_sampled_episodes),
-        ]  # fmt: skip
-        self.windows = {name: deque(maxlen=cfg.eval_window) for name, _, _ in self.plan}
+        self.counts = {"greedy": cfg.eval_episodes, "sampled": cfg.eval_sampled_episodes}
+        self.windows = {name: deque(maxlen=cfg.eval_window) for name in self.counts}
         self.best_mean_max_x = dict.fromkeys(self.windows, 0.0)
         self.best: tuple[int, float] | None = None  # (max_x, return) of the best episode so far
-        for name, _, count in self.plan:
+        for name, count in self.counts.items():
             if count:  # rate() sees each played policy's series from zero
                 metrics.episodes.labels(cfg.level, name)
+        self.model: ActorCritic | None = None  # from the learner's Welcome
+        self.policies: dict[str, Policy] = {}  # greedy and sampled play of that model
         self._pending: wire.Weights | None = None
         self.version = -1
         self.stopping = False
-        self.link = link_for(cfg, instance_id, self.model.spec, 1, self._on_weights)
+        self.link = link_for(cfg, instance_id, 1, self._on_weights, self._on_welcome)
+
+    def _on_welcome(self, welcome: wire.Welcome) -> None:
+        """Build the learner's network, unless it is the one already built; the episode in
+        progress finishes with the network it started with."""
+        spec = welcomed_spec(welcome, self.env.num_actions)
+        if self.model is not None and spec == self.model.spec:
+            return
+        self.model = ActorCritic(spec).eval()
+        sampler = seeded_generator(self.cfg.seed, self.cfg.actor_id)  # reproducible episodes
+        self.policies = {
+            "greedy": make_policy(self.model, greedy=True),
+            "sampled": make_policy(self.model, greedy=False, generator=sampler),
+        }
+        self._pending = None  # the old network's weights
 
     def _on_weights(self, weights: wire.Weights) -> None:
         self._pending = weights  # applied between episodes, never in the middle of one
@@ -82,8 +92,6 @@ class EvalRunner:
         self.stopping = True
 
     def run(self) -> int:
-        if not self.link.wait_for_weights(lambda: self.stopping):
-            return 0
         level = self.cfg.level
         next_eval = time.monotonic()
         while not self.stopping:
@@ -91,9 +99,10 @@ class EvalRunner:
             if time.monotonic() < next_eval:
                 continue
             next_eval = time.monotonic() + self.cfg.eval_interval_s
-            for policy_name, policy, count in self.plan:
+            for policy_name, count in self.counts.items():  # greedy first, then sampled
                 for _ in range(count):
-                    if self.stopping:
+                    # the first weights, and a new network's (after a re-registration)
+                    if self.stopping or not self.link.wait_for_weights(lambda: self.stopping):
                         return 0
                     self._apply_pending()
                     frames: list = []
@@ -103,7 +112,9 @@ class EvalRunner:
                         self.link.poll(0)  # heartbeats and weights keep flowing meanwhile
 
                     with torch.inference_mode():
-                        episode = play_episode(self.env, policy, on_frame=on_frame)
+                        episode = play_episode(
+                            self.env, self.policies[policy_name], on_frame=on_frame
+                        )
                     self._record(level, policy_name, episode, frames)
         return 0
 

@@ -1,13 +1,15 @@
 """The actor's connection to the learner: registration, credits, weights, heartbeats, reconnects.
 
-Sockets: a DEALER to the learner's ROUTER (registration, chunks, heartbeats out; credits, weights
-on request, refusals, heartbeats in) and a SUB to its PUB on PORT+1 (weight broadcasts). All
-socket use stays on the thread that owns the `LearnerLink`.
+Sockets: a DEALER to the learner's ROUTER (registration, chunks, heartbeats out; the Welcome,
+credits, weights on request, refusals, heartbeats in) and a SUB to its PUB on PORT+1 (weight
+broadcasts). All socket use stays on the thread that owns the `LearnerLink`.
 
-Flow control: the learner grants credits; one chunk costs one credit; with no credit the actor
-waits in `wait_for_credit` instead of queueing, so at most `credits` chunks are ever in flight and
-none pile up while the learner is away. Silence for `timeout_s` (the learner heartbeats every
-second) means the learner is gone: the sockets are rebuilt and the actor registers again, with
+The learner answers a registration with a Welcome: the unroll length and the network to build,
+which `on_welcome` hands to the actor; only weights of that network are applied. Flow control:
+the learner grants credits; one chunk costs one credit; with no credit the actor waits in
+`wait_for_credit` instead of queueing, so at most `credits` chunks are ever in flight and none
+pile up while the learner is away. Silence for `timeout_s` (the learner heartbeats every second)
+means the learner is gone: the sockets are rebuilt and the actor registers again, with
 exponential backoff.
 """
 
@@ -41,6 +43,23 @@ class FatalRefusal(RuntimeError):
     """The learner refused this actor for a reason that retrying cannot fix (e.g. a spec mismatch)."""
 
 
+def welcomed_spec(welcome: wire.Welcome, num_actions: int) -> ModelSpec:
+    """The network the learner's Welcome names; FatalRefusal if this actor cannot build it."""
+    try:
+        spec = ModelSpec(**welcome.model_spec)
+        problems = spec.problems()
+    except TypeError as exc:  # a field or value this release's ModelSpec does not know
+        problems = [str(exc)]
+    if not problems and spec.num_actions != num_actions:
+        problems = [f"num_actions is {spec.num_actions}, this actor's action set has {num_actions}"]
+    if problems:
+        raise FatalRefusal(
+            f"cannot build the learner's network {welcome.model_spec}: {'; '.join(problems)}; "
+            "run the actor and the learner from the same release"
+        )
+    return spec
+
+
 class LearnerLink:
     def __init__(
         self,
@@ -51,6 +70,7 @@ class LearnerLink:
         timeout_s: float = 10.0,
         backoff_max_s: float = 10.0,
         on_weights: Callable[[wire.Weights], None] | None = None,
+        on_welcome: Callable[[wire.Welcome], None] | None = None,
         on_event: Callable[[str], None] | None = None,
         context: zmq.Context | None = None,
         socket_options: Callable[[zmq.Socket], None] | None = None,
@@ -63,6 +83,7 @@ class LearnerLink:
         self.timeout_s = timeout_s
         self.backoff_max_s = backoff_max_s
         self.on_weights = on_weights or (lambda w: None)
+        self.on_welcome = on_welcome or (lambda w: None)
         self.on_event = on_event or (lambda e: None)
         self.socket_options = socket_options or (lambda s: None)
         self.ctx = context or zmq.Context.instance()
@@ -70,6 +91,7 @@ class LearnerLink:
         self.registered = False
         self.policy_version = -1  # newest weights applied
         self.learner_version = 0  # newest version the learner reported
+        self.welcome: wire.Welcome | None = None  # the newest registration's answer
         self.dealer: Any = None
         self.sub: Any = None
         self._backoff = 0.5
@@ -167,12 +189,9 @@ class LearnerLink:
 
     def _handle(self, msg: wire.Message) -> None:
         self._last_heard = time.monotonic()
-        if isinstance(msg, wire.Credit):
-            if not self.registered:
-                log.info("registered; learner at policy version %d", msg.policy_version)
-                self.on_event("registered")
-            self.registered = True
-            self._backoff = 0.5
+        if isinstance(msg, wire.Welcome):
+            self._welcomed(msg)
+        elif isinstance(msg, wire.Credit) and self.registered:
             self.credits += msg.credits
             self.learner_version = msg.policy_version
         elif isinstance(msg, wire.Weights):
@@ -193,8 +212,24 @@ class LearnerLink:
             self._send(self.register_msg)
             self._send(wire.WeightsRequest(have_version=self.policy_version))
 
+    def _welcomed(self, welcome: wire.Welcome) -> None:
+        if self.registered:
+            return  # a duplicate answer; this session is set up
+        log.info("registered; learner at policy version %d", welcome.policy_version)
+        if self.welcome is not None and welcome.model_spec != self.welcome.model_spec:
+            self.policy_version = -1  # a new network: its versions count from its own start
+        self.welcome = welcome
+        self.registered = True
+        self._backoff = 0.5
+        self.credits = welcome.credits
+        self.learner_version = welcome.policy_version
+        self.on_welcome(welcome)
+        self.on_event("registered")
+
     def _apply(self, weights: wire.Weights) -> None:
         self._last_heard = time.monotonic()
+        if self.welcome is None or weights.model_spec != self.welcome.model_spec:
+            return  # not (yet) the network this actor was told to build
         if weights.policy_version <= self.policy_version:
             return
         self.on_weights(weights)
@@ -231,9 +266,9 @@ class LearnerLink:
 def link_for(
     cfg: ActorConfig,
     instance_id: str,
-    model_spec: ModelSpec,
     num_envs: int,
     on_weights: Callable[[wire.Weights], None],
+    on_welcome: Callable[[wire.Welcome], None],
     on_event: Callable[[str], None] | None = None,
 ) -> LearnerLink:
     """The link an actor process opens from its config: registration, timing, CURVE keys."""
@@ -242,9 +277,7 @@ def link_for(
         actor_id=cfg.actor_id,
         instance_id=instance_id,
         env_spec=cfg.env_spec().to_wire(),
-        model_spec=model_spec.to_wire(),
         num_envs=num_envs,
-        unroll_length=cfg.unroll_length,
     )
     return LearnerLink(
         cfg.learner,
@@ -253,6 +286,7 @@ def link_for(
         timeout_s=cfg.learner_timeout_s,
         backoff_max_s=cfg.reconnect_backoff_max_s,
         on_weights=on_weights,
+        on_welcome=on_welcome,
         on_event=on_event,
         socket_options=curve.client_options(cfg.curve_dir) if cfg.curve_dir else None,
     )

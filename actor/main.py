@@ -15,10 +15,10 @@ import torch
 
 from actor.config import ActorConfig
 from actor.eval_runner import EvalRunner
-from actor.link import FatalRefusal, link_for, load_weights
-from actor.rollout import ChunkArrays, Lane, infer_and_act, split_lanes
+from actor.link import FatalRefusal, link_for, load_weights, welcomed_spec
+from actor.rollout import FinishedChunk, Lane, infer_and_act, split_lanes
+from common import chunk, wire
 from common import config as config_io
-from common import wire
 from common.env import EnvBuildError, build_envs
 from common.metrics import (
     ActorMetrics,
@@ -33,16 +33,15 @@ from common.model import ActorCritic
 log = logging.getLogger("actor")
 
 
-def to_wire_chunk(cfg: ActorConfig, instance_id: str, seq: int, c: ChunkArrays) -> wire.Chunk:
-    episodes = tuple(
-        wire.EpisodeStats(
-            level=e.level,
-            episode_return=float(e.episode_return),
-            length=e.length,
-            max_x=e.max_x,
-            flag=e.flag,
-            outcome=e.outcome,
-        )
+def to_wire_chunk(
+    cfg: ActorConfig,
+    instance_id: str,
+    seq: int,
+    c: FinishedChunk,
+    layout: chunk.Layout = chunk.LAYOUT,
+) -> wire.Chunk:
+    episodes = tuple(  # the env's summary, its return a plain float as the wire wants
+        wire.EpisodeStats(**{**e._asdict(), "episode_return": float(e.episode_return)})
         for e in c.episodes
     )
     return wire.Chunk(
@@ -53,21 +52,16 @@ def to_wire_chunk(cfg: ActorConfig, instance_id: str, seq: int, c: ChunkArrays) 
         policy_version=c.policy_version,
         send_time=time.time(),
         episodes=episodes,
-        frames=c.frames,
-        first=c.first,
-        actions=c.actions,
-        rewards=c.rewards,
-        terminated=c.terminated,
-        truncated=c.truncated,
-        logits=c.logits,
-        final_frames=c.final_frames,
-        final_index=c.final_index,
-        last_actions=c.last_actions,
+        arrays=c.arrays,
+        layout=layout,
     )
 
 
 class Actor:
-    """The actor's loop: lanes of envs, CPU inference, chunk streaming with credits."""
+    """The actor's loop: lanes of envs, CPU inference, chunk streaming with credits.
+
+    The envs are built first; the network and the unroll length, hence the lanes, come from the
+    learner's Welcome, and are rebuilt should a later registration bring others."""
 
     def __init__(self, cfg: ActorConfig, metrics: ActorMetrics | None = None):
         self.cfg = cfg
@@ -75,7 +69,7 @@ class Actor:
         self.instance_id = uuid.uuid4().hex
         self.stopping = threading.Event()
         self.rng = np.random.default_rng([cfg.seed, cfg.actor_id])  # action sampling
-        envs = build_envs(
+        self.envs = build_envs(
             cfg.env_spec(),
             cfg.num_envs,
             timeout_s=cfg.build_timeout_s,
@@ -83,14 +77,31 @@ class Actor:
             on_built=self.metrics.env_build_seconds.observe,
             on_failed=self.metrics.env_build_failures.inc,
         )
-        self.num_actions = envs[0].num_actions
-        self.model = ActorCritic(cfg.model_spec(self.num_actions)).eval()
-        self.lanes = split_lanes(envs, cfg.lanes, cfg.unroll_length, self.num_actions)
+        self.num_actions = self.envs[0].num_actions
+        self.model: ActorCritic | None = None  # from the learner's Welcome
+        self.unroll_length = 0  # likewise
+        self.lanes: list[Lane] = []  # built for them once no lane is stepping
+        self.lanes_stale = True
         self.seq = 0
         self.rate = RateWindow(10.0)
         self.link = link_for(
-            cfg, self.instance_id, self.model.spec, cfg.num_envs, self._on_weights, self._on_event
+            cfg, self.instance_id, cfg.num_envs, self._on_weights, self._on_welcome, self._on_event
         )
+
+    def _on_welcome(self, welcome: wire.Welcome) -> None:
+        spec = welcomed_spec(welcome, self.num_actions)
+        if self.model is not None:
+            if (spec, welcome.unroll_length) == (self.model.spec, self.unroll_length):
+                return
+            log.warning(
+                "the learner now asks for T = %d and %s: model and lanes rebuilt, the chunks in "
+                "progress dropped",
+                welcome.unroll_length,
+                welcome.model_spec,
+            )
+        self.model = ActorCritic(spec).eval()  # only this thread runs it: safe to swap here
+        self.unroll_length = welcome.unroll_length
+        self.lanes_stale = True  # lanes may be stepping in worker threads: the loop rebuilds them
 
     def _on_weights(self, weights: wire.Weights) -> None:
         load_weights(self.model, weights)
@@ -119,32 +130,42 @@ class Actor:
         return n
 
     def _ship(self, lane: Lane) -> None:
-        for arrays in lane.take_finished():
-            for e in arrays.episodes:
+        for finished in lane.take_finished():
+            for e in finished.episodes:
                 self.metrics.episodes.labels(level=e.level, outcome=e.outcome).inc()
             start = time.perf_counter()
-            if not self.link.wait_for_credit(self.stopping.is_set):
+            if not self.link.wait_for_credit(lambda: self.stopping.is_set() or self.lanes_stale):
                 return
             self.metrics.flow_control_wait_seconds.inc(time.perf_counter() - start)
-            self.link.send_chunk(to_wire_chunk(self.cfg, self.instance_id, self.seq, arrays))
+            self.link.send_chunk(to_wire_chunk(self.cfg, self.instance_id, self.seq, finished))
             self.seq += 1
             self.metrics.chunks_sent.inc()
             self.metrics.last_chunk_time.set_to_current_time()
             self.metrics.credits.set(self.link.credits)
 
     def run(self) -> int:
-        """Play until stopped. Each lane steps in its own worker thread (nes-py releases the GIL
-        while emulating) while the main thread runs the policy for the next lane in turn."""
-        log.info("waiting for the first weights from %s", self.cfg.learner)
-        if not self.link.wait_for_weights(self.stopping.is_set):
-            return 0
-        log.info("got policy version %d; playing", self.link.policy_version)
+        """Play until stopped, with lanes built for what the learner's Welcome asked."""
+        while not self.stopping.is_set():
+            log.info("waiting for the first weights from %s", self.cfg.learner)
+            if not self.link.wait_for_weights(self.stopping.is_set):
+                return 0
+            self.lanes = split_lanes(
+                self.envs, self.cfg.lanes, self.unroll_length, self.num_actions
+            )
+            self.lanes_stale = False
+            log.info("got policy version %d; playing", self.link.policy_version)
+            self._play()
+        return 0
+
+    def _play(self) -> None:
+        """Until stopped or the lanes are stale: each lane steps in its own worker thread (nes-py
+        releases the GIL while emulating) while the main thread runs the policy for the next."""
         frame_skip = self.cfg.frame_skip
         stepping: dict[int, Future[int]] = {}  # lane index -> its step in flight
         workers = len(self.lanes) if len(self.lanes) > 1 else 0
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="env-step") as pool:
             i = 0
-            while not self.stopping.is_set():
+            while not (self.stopping.is_set() or self.lanes_stale):
                 j = i % len(self.lanes)
                 lane = self.lanes[j]
                 i += 1
@@ -160,7 +181,6 @@ class Actor:
                 self.link.poll(0)
             for fut in stepping.values():
                 fut.result()
-        return 0
 
     def _account(self, steps: int, frame_skip: int) -> None:
         self.metrics.agent_steps.inc(steps)
@@ -175,7 +195,7 @@ class Actor:
 def main(argv: list[str] | None = None) -> int:
     cfg = config_io.load(ActorConfig, argv, prog="actor", description=__doc__ or "")
     logging.basicConfig(
-        level=cfg.log_level.upper(),
+        level=cfg.log_level,
         format=f"%(asctime)s actor[{cfg.actor_id}] %(levelname)s %(message)s",
     )
     torch.set_num_threads(cfg.torch_threads)

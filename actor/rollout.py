@@ -2,8 +2,8 @@
 
 An actor's envs are split into lanes (two by default). While one lane's envs step in a worker
 thread (nes-py releases the GIL while emulating), the main thread runs the policy for the other
-lane, so inference hides behind emulation. Each lane fills its own chunk buffer, laid out exactly
-as the wire's `Chunk` (see common/wire.py): the buffer doubles as the frame ring, since the stack
+lane, so inference hides behind emulation. Each lane fills its own chunk buffers, laid out as
+common/chunk.py declares: the frames buffer doubles as the frame ring, since the stack
 for step t is frames[t : t+4] with their `first` flags, rebuilt by the learner with the same
 `common.stacking.stack_frames`.
 """
@@ -15,25 +15,17 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from common import chunk
 from common.env import EpisodeSummary, FrameEnv
 from common.stacking import STACK, stack_newest
 
 HISTORY = STACK - 1  # frames before step 0 that the first stacks need
 
 
-class ChunkArrays(NamedTuple):
-    """One finished chunk of a lane, in the wire's layout (T steps, K envs)."""
+class FinishedChunk(NamedTuple):
+    """One finished chunk of a lane: T steps of K envs."""
 
-    frames: np.ndarray  # [T+4, K, H, W] uint8
-    first: np.ndarray  # [T+4, K] bool
-    actions: np.ndarray  # [T, K] uint8
-    rewards: np.ndarray  # [T, K] float32
-    terminated: np.ndarray  # [T, K] bool
-    truncated: np.ndarray  # [T, K] bool
-    logits: np.ndarray  # [T, K, A] float32
-    final_frames: np.ndarray  # [n, H, W] uint8
-    final_index: np.ndarray  # [n, 2] int32, (t, k)
-    last_actions: np.ndarray  # [K] uint8, action before step 0; A = none
+    arrays: dict[str, np.ndarray]  # laid out as common/chunk.py declares
     episodes: list[EpisodeSummary]
     policy_version: int  # oldest policy that acted in the chunk
 
@@ -41,44 +33,44 @@ class ChunkArrays(NamedTuple):
 class Lane:
     """K envs stepped together; `observe` → policy → `act` → `step`, T times per chunk."""
 
-    def __init__(self, envs: list[FrameEnv], unroll_length: int, num_actions: int):
+    def __init__(
+        self,
+        envs: list[FrameEnv],
+        unroll_length: int,
+        num_actions: int,
+        layout: chunk.Layout = chunk.LAYOUT,
+    ):
         if not envs:
             raise ValueError("a lane needs at least one env")
         self.envs = envs
         self.T = unroll_length
         self.K = len(envs)
         self.A = num_actions
-        self.frame_shape = envs[0].frame_shape
+        self.layout = layout
+        H, W = envs[0].frame_shape
+        self.sizes = {"T": unroll_length, "K": len(envs), "H": H, "W": W, "A": num_actions}
         self.t = 0
-        self.finished: list[ChunkArrays] = []
+        self.finished: list[FinishedChunk] = []
         self._policy_version: int | None = None
         self._last = np.full(self.K, self.A, np.uint8)  # [K] previous action, A = none
         self._new_buffers()
-        self._obs = np.empty((self.K, STACK, *self.frame_shape), np.uint8)
+        self._obs = np.empty((self.K, STACK, H, W), np.uint8)
         for k, env in enumerate(envs):
-            self.frames[HISTORY, k] = env.reset()
-            self.first[HISTORY, k] = True
+            self.arrays["frames"][HISTORY, k] = env.reset()
+            self.arrays["first"][HISTORY, k] = True
 
     def _new_buffers(self, carry: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        T, K, A = self.T, self.K, self.A
-        self.frames = np.zeros((T + HISTORY + 1, K, *self.frame_shape), np.uint8)
-        self.first = np.zeros((T + HISTORY + 1, K), bool)
+        self.arrays = chunk.new_arrays(self.sizes, self.layout)
         if carry is not None:  # the last 4 frames become the next chunk's history + first obs
-            self.frames[: HISTORY + 1], self.first[: HISTORY + 1] = carry
-        self.actions = np.zeros((T, K), np.uint8)
-        self.rewards = np.zeros((T, K), np.float32)
-        self.terminated = np.zeros((T, K), bool)
-        self.truncated = np.zeros((T, K), bool)
-        self.logits = np.zeros((T, K, A), np.float32)
-        self.last_actions = self._last.copy()  # [K]
-        self.finals: list[tuple[int, int, np.ndarray]] = []
+            self.arrays["frames"][: HISTORY + 1], self.arrays["first"][: HISTORY + 1] = carry
+        self.arrays["last_actions"][:] = self._last  # [K]
         self.episodes: list[EpisodeSummary] = []
 
     def observe(self) -> torch.Tensor:
         """Stacked observations for the current step: [K, 4, H, W] uint8, a view of a buffer
         that the next call overwrites (`common.stacking.stack_frames` semantics)."""
-        t = self.t
-        stack_newest(self.frames[t : t + STACK], self.first[t : t + STACK], out=self._obs)
+        window = slice(self.t, self.t + STACK)
+        stack_newest(self.arrays["frames"][window], self.arrays["first"][window], out=self._obs)
         return torch.from_numpy(self._obs)
 
     def last_action(self) -> torch.Tensor:
@@ -87,8 +79,8 @@ class Lane:
 
     def act(self, actions: np.ndarray, logits: np.ndarray, policy_version: int) -> None:
         """Record the behaviour policy's choice for the current step."""
-        self.actions[self.t] = actions  # action[t] follows frames[3+t]
-        self.logits[self.t] = logits
+        self.arrays["actions"][self.t] = actions  # action[t] follows frames[3+t]
+        self.arrays["behaviour_logits"][self.t] = logits
         if self._policy_version is None:
             self._policy_version = policy_version
 
@@ -97,57 +89,37 @@ class Lane:
 
         Runs in a worker thread: touches only this lane's envs and buffers.
         """
-        t = self.t
+        t, a = self.t, self.arrays
         for k, env in enumerate(self.envs):
-            s = env.step(int(self.actions[t, k]))
-            self.rewards[t, k] = s.reward
-            self.terminated[t, k] = s.terminated
-            self.truncated[t, k] = s.truncated
+            s = env.step(int(a["actions"][t, k]))
+            a["rewards"][t, k] = s.reward
+            a["terminated"][t, k] = s.terminated
+            a["truncated"][t, k] = s.truncated
             nxt = HISTORY + t + 1  # frames[3+t+1] is the observation after action t
             if s.episode is not None:
                 self.episodes.append(s.episode)
                 if s.truncated:  # bootstrap needs the real next frame, not the reset frame
-                    self.finals.append((t, k, s.frame.copy()))
-                self.frames[nxt, k] = env.reset()
-                self.first[nxt, k] = True
+                    a["final_frames"][k], a["final_t"][k] = s.frame, t
+                a["frames"][nxt, k] = env.reset()
+                a["first"][nxt, k] = True
                 self._last[k] = self.A
             else:
-                self.frames[nxt, k] = s.frame
-                self._last[k] = self.actions[t, k]
+                a["frames"][nxt, k] = s.frame
+                self._last[k] = a["actions"][t, k]
         self.t += 1
         if self.t == self.T:
             self._finish()
         return self.K
 
     def _finish(self) -> None:
-        n = len(self.finals)
-        final_frames = np.zeros((n, *self.frame_shape), np.uint8)
-        final_index = np.zeros((n, 2), np.int32)
-        for j, (t, k, frame) in enumerate(self.finals):
-            final_frames[j] = frame
-            final_index[j] = (t, k)
-        self.finished.append(
-            ChunkArrays(
-                self.frames,
-                self.first,
-                self.actions,
-                self.rewards,
-                self.terminated,
-                self.truncated,
-                self.logits,
-                final_frames,
-                final_index,
-                self.last_actions,
-                self.episodes,
-                self._policy_version if self._policy_version is not None else 0,
-            )
-        )
-        carry = (self.frames[self.T :].copy(), self.first[self.T :].copy())
+        version = self._policy_version if self._policy_version is not None else 0
+        self.finished.append(FinishedChunk(self.arrays, self.episodes, version))
+        carry = (self.arrays["frames"][self.T :].copy(), self.arrays["first"][self.T :].copy())
         self._new_buffers(carry)
         self.t = 0
         self._policy_version = None
 
-    def take_finished(self) -> list[ChunkArrays]:
+    def take_finished(self) -> list[FinishedChunk]:
         out, self.finished = self.finished, []
         return out
 

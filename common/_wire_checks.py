@@ -1,16 +1,14 @@
 """Validation for `common.wire`: every check raises ProtocolError naming the offending field.
 
 Kept apart so that wire.py reads as the format itself; import from common.wire, not from here.
+It imports neither common.wire nor common.chunk: both build on it.
 """
 
 import math
 from collections.abc import Buffer, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from common.wire import Limits
 
 MAX_STR_CHARS = 4096
 MAX_NAME_CHARS = 200
@@ -32,6 +30,18 @@ class ProtocolError(ValueError):
     """A message is malformed, speaks another protocol version or breaks a size limit."""
 
     __module__ = "common.wire"  # its public home
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Size limits `decode` enforces before it builds anything from a frame."""
+
+    max_header_bytes: int = 64 * 1024  # msgpack header frame
+    max_array_bytes: int = 256 * 1024 * 1024  # any single array frame
+    max_total_bytes: int = 512 * 1024 * 1024  # all array frames of one message
+    max_arrays: int = 64  # array frames in one message (weights: tensors in the model)
+    max_dim: int = 1 << 24  # any single dimension of an array
+    max_episodes_per_chunk: int = 4096  # EpisodeStats in one chunk header
 
 
 def check_int(where: str, value: object, *, lo: int = 0, hi: int = _INT64_MAX) -> int:
@@ -126,106 +136,15 @@ def values_equal(x: object, y: object) -> bool:
     return x == y
 
 
-# ---------------------------------------------------------------------------------------------
-# Chunk arrays: shapes, then the invariants the learner relies on
-# ---------------------------------------------------------------------------------------------
-
-
-def _check_array(where: str, a: object, dtype_str: str, shape: tuple[int | None, ...]) -> None:
-    """`shape` holds the expected size of each dimension, None where any size >= 1 fits."""
+def check_array(where: str, a: object, dtype_name: str) -> np.ndarray:
+    """A numpy array of wire dtype `dtype_name`; a bool array holds only bytes 0 and 1."""
     if not isinstance(a, np.ndarray):
         raise ProtocolError(f"{where} must be a numpy array, got {type(a).__name__}")
-    if a.dtype.str != dtype_str:
-        raise ProtocolError(f"{where} must have dtype {np.dtype(dtype_str)}, got {a.dtype}")
-    if a.ndim != len(shape) or any(
-        (d < 1) if want is None else (d != want) for d, want in zip(a.shape, shape, strict=False)
-    ):
-        expected = ", ".join("?" if want is None else str(want) for want in shape)
-        raise ProtocolError(f"{where} has shape {list(a.shape)}, expected [{expected}]")
-    if dtype_str == "|b1" and a.size and a.view(np.uint8).max() > 1:
+    if a.dtype != WIRE_DTYPES[dtype_name]:
+        raise ProtocolError(f"{where} must have dtype {dtype_name}, got {a.dtype}")
+    if a.dtype == bool and a.size and a.view(np.uint8).max() > 1:
         raise ProtocolError(f"{where} holds bytes other than 0 and 1")
-
-
-def check_chunk_arrays(arrays: dict[str, np.ndarray], dtypes: dict[str, str]) -> None:
-    """Shapes consistent with frames [T+4, K, H, W] and logits [T, K, A]; then the semantics."""
-    frames = arrays["frames"]
-    _check_array("chunk.frames", frames, dtypes["frames"], (None, None, None, None))
-    if frames.shape[0] < 5:
-        raise ProtocolError(f"chunk.frames has shape {list(frames.shape)}; need T+4 >= 5 frames")
-    t4, k, h, w = frames.shape
-    t = t4 - 4
-    _check_array("chunk.logits", arrays["logits"], dtypes["logits"], (t, k, None))
-    num_actions = arrays["logits"].shape[2]
-    expected: dict[str, tuple[int | None, ...]] = {
-        "first": (t4, k),
-        "actions": (t, k),
-        "rewards": (t, k),
-        "terminated": (t, k),
-        "truncated": (t, k),
-        "last_actions": (k,),
-    }
-    for name, shape in expected.items():
-        _check_array(f"chunk.{name}", arrays[name], dtypes[name], shape)
-    terminated, truncated = arrays["terminated"], arrays["truncated"]
-    n = int(truncated.sum())
-    _check_array("chunk.final_frames", arrays["final_frames"], dtypes["final_frames"], (n, h, w))
-    _check_array("chunk.final_index", arrays["final_index"], dtypes["final_index"], (n, 2))
-
-    both = terminated & truncated
-    if both.any():
-        step, env = np.argwhere(both)[0]
-        raise ProtocolError(
-            f"chunk.terminated and chunk.truncated are both set at (t={step}, k={env})"
-        )
-    # frames[3+t+1] starts an episode exactly when step t ended one.
-    mismatch = arrays["first"][4:] != (terminated | truncated)
-    if mismatch.any():
-        step, env = np.argwhere(mismatch)[0]
-        raise ProtocolError(
-            f"chunk.first[{4 + step}, {env}] must equal terminated[{step}, {env}] | "
-            f"truncated[{step}, {env}]: the frame after a step starts an episode iff the step "
-            "ended one"
-        )
-    for name in ("rewards", "logits"):
-        if not np.isfinite(arrays[name]).all():
-            raise ProtocolError(f"chunk.{name} holds NaN or inf")
-    if arrays["actions"].max() >= num_actions:
-        raise ProtocolError(
-            f"chunk.actions holds {arrays['actions'].max()}, not below num_actions={num_actions}"
-        )
-    if arrays["last_actions"].max() > num_actions:
-        raise ProtocolError(
-            f"chunk.last_actions holds {arrays['last_actions'].max()}, above num_actions="
-            f"{num_actions} (which stands for none)"
-        )
-    starts = arrays["first"][3] & (arrays["last_actions"] != num_actions)
-    if starts.any():
-        env = int(np.argmax(starts))
-        raise ProtocolError(
-            f"chunk.last_actions[{env}] = {arrays['last_actions'][env]}, but step 0 starts an "
-            f"episode there (first[3, {env}]): it must be num_actions={num_actions} (none)"
-        )
-    if n:
-        _check_final_index(arrays["final_index"], truncated)
-
-
-def _check_final_index(final_index: np.ndarray, truncated: np.ndarray) -> None:
-    t, k = truncated.shape
-    steps, envs = final_index[:, 0].astype(np.int64), final_index[:, 1].astype(np.int64)
-    in_range = (steps >= 0) & (steps < t) & (envs >= 0) & (envs < k)
-    if not in_range.all():
-        row = int(np.argmin(in_range))
-        raise ProtocolError(
-            f"chunk.final_index[{row}] = {final_index[row].tolist()} is outside [0, {t}) x [0, {k})"
-        )
-    points_at_truncated = truncated[steps, envs]
-    if not points_at_truncated.all():
-        row = int(np.argmin(points_at_truncated))
-        raise ProtocolError(
-            f"chunk.final_index[{row}] = {final_index[row].tolist()} is not a truncated step"
-        )
-    if np.unique(steps * k + envs).size != steps.size:
-        raise ProtocolError("chunk.final_index has duplicate rows")
+    return a
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,7 +156,7 @@ def decode_arrays(
     kind: str,
     specs: object,
     frames: Sequence[Buffer],
-    limits: "Limits",
+    limits: Limits,
     fixed: dict[str, str] | None,
 ) -> dict[str, np.ndarray]:
     """Array frames as read-only views; `fixed` maps each required name to its dtype."""
@@ -296,7 +215,7 @@ def decode_arrays(
     return arrays
 
 
-def check_shape(where: str, shape: object, limits: "Limits") -> tuple[int, ...]:
+def check_shape(where: str, shape: object, limits: Limits) -> tuple[int, ...]:
     if type(shape) is not list or len(shape) > MAX_NDIM:
         raise ProtocolError(f"{where} shape must be a list of at most {MAX_NDIM} ints")
     for d in shape:

@@ -1,10 +1,12 @@
 """Turn a process's config dataclass into its command line, a TOML loader and one validator.
 
 Each process has one flat `@dataclass(frozen=True)`; every field is typed, defaulted and
-documented in one line, e.g. `lr: float = field(default=3e-4, metadata={"help": "Adam step size"})`.
-It may define `problems(self) -> list[str]`: every cross-field violation, each saying what to
-change. Field types: bool, int, float, str, Literal[...] of str or int, `X | None` of those (not
-bool), and tuple[E, ...] / list[E] with E one of int, float, str.
+documented in one line, e.g. `lr: float = field(default=3e-4, metadata={"help": "Adam step size",
+"gt": 0})`. Metadata beside "help" bounds a number: "ge" (>=), "gt" (>), "le" (<=), "lt" (<).
+The class may define `problems(self) -> list[str]`: every cross-field violation, each saying what
+to change; and `RETIRED: ClassVar[dict[str, str]]`: former fields, each with the message that a
+flag or key still naming it gets. Field types: bool, int, float, str, Literal[...] of str or int,
+`X | None` of those (not bool), and tuple[E, ...] / list[E] with E one of int, float, str.
 
 Precedence, lowest first: field defaults, the `--config` TOML file, command-line flags.
 
@@ -13,15 +15,16 @@ Precedence, lowest first: field defaults, the `--config` TOML file, command-line
     --levels 1-1,4-2                sequences, comma-separated; an empty string is empty
     --max-steps none                `none` sets an optional field to None
 
-Flags must be spelled out in full (no prefix abbreviations). In the TOML file, top-level keys
-are field names (snake_case; dashes also accepted). A top-level table named after `prog` (e.g.
-`[learner]`) is read too and overrides the top-level keys, so one file can serve several
-processes; every other top-level table, including an inline-table value, is ignored as another
-process's section. TOML has no null: leave an optional key out to keep its default.
+Flags must be spelled out in full (no prefix abbreviations). A TOML file holds one table per
+process, named after its `prog` (`[learner]`, `[actor]`), so one file can serve both; its keys are
+field names (snake_case; dashes also accepted). A process reads only its own table: a top-level
+key, which every process would read, is refused. TOML has no null: leave an optional key out to
+keep its default.
 
-Every problem (unknown keys and flags, wrong types, an unreadable file, then `problems()` on the
-instance built from the values that were valid) is collected before failing, so one run shows
-them all. The command line, TOML files and `from_dict` share one validation path, `_build`.
+Every problem (unknown keys and flags, wrong types, values out of bounds, an unreadable file,
+then `problems()` on the instance built from the values that were valid) is collected before
+failing, so one run shows them all. The command line, TOML files and `from_dict` share one
+validation path, `_build`.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import dataclasses
 import difflib
 import functools
 import json
+import operator
 import os
 import sys
 import tempfile
@@ -43,6 +47,15 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 _NOUN = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+# field metadata -> (the bound holds, how it is written)
+_BOUNDS = {
+    "ge": (operator.ge, ">="),
+    "gt": (operator.gt, ">"),
+    "le": (operator.le, "<="),
+    "lt": (operator.lt, "<"),
+}
 
 
 class ConfigError(ValueError):
@@ -63,6 +76,7 @@ class _Spec(NamedTuple):
     choices: tuple[Any, ...] | None  # the Literal's values
     optional: bool  # None is allowed
     container: type | None  # tuple or list for sequence fields
+    bounds: tuple[tuple[str, float], ...]  # (ge | gt | le | lt, number) the value must meet
 
 
 class _Layer(NamedTuple):
@@ -71,6 +85,11 @@ class _Layer(NamedTuple):
     values: Mapping[str, Any]
     where: Callable[[str], str]  # how a problem names a key of this layer
     text: bool = False  # command-line strings: parsed rather than type-checked
+
+
+def option(default: Any, help: str, **bounds: float) -> Any:
+    """A field: its default, one line of help, and the bounds of a number (ge, gt, le, lt)."""
+    return dataclasses.field(default=default, metadata={"help": help, **bounds})
 
 
 def load[T](cls: type[T], argv: Sequence[str] | None, *, prog: str, description: str) -> T:
@@ -135,14 +154,16 @@ def _build[T](cls: type[T], layers: Sequence[_Layer], problems: Sequence[str] = 
     """Merge `layers` over the defaults, checking every value, then build `cls` and ask its
     `problems()`. A bad value is reported and the lower layer's value kept, so one pass finds
     every problem. Raises ConfigError listing them all."""
-    specs = _specs(cls)
+    specs, retired = _specs(cls), getattr(cls, "RETIRED", {})
     problems = list(problems)
     merged = {name: spec.default for name, spec in specs.items()}
     for layer in layers:
         seen: dict[str, str] = {}
         for key, raw in layer.values.items():
             name, where = str(key).replace("-", "_"), layer.where(key)
-            if name not in specs:
+            if name in retired:
+                problems.append(f"{where}: {retired[name]}")
+            elif name not in specs:
                 problems.append(f"{where}: unknown key; {_suggest(name, specs)}")
             elif name in seen:
                 problems.append(f"{where}: also given as {seen[name]!r}; keep one")
@@ -191,14 +212,21 @@ def _one(spec: _Spec, raw: Any, text: bool) -> Any:
             if str(choice) == raw if text else type(raw) is type(choice) and raw == choice:
                 return choice
         raise ValueError(f"expected one of {', '.join(map(repr, spec.choices))}, got {got}")
+    value = None
     if text:
         with contextlib.suppress(ValueError):
-            return spec.base(raw)
+            value = spec.base(raw)
     elif isinstance(raw, bool) is (spec.base is bool) and (
         isinstance(raw, spec.base) or (spec.base is float and isinstance(raw, int))
     ):
-        return spec.base(raw)
-    raise ValueError(f"expected {_NOUN[spec.base]}, got {got}")
+        value = spec.base(raw)
+    if value is None:
+        raise ValueError(f"expected {_NOUN[spec.base]}, got {got}")
+    for bound, limit in spec.bounds:
+        holds, sign = _BOUNDS[bound]
+        if not holds(value, limit):
+            raise ValueError(f"must be {sign} {limit}, got {value}")
+    return value
 
 
 def _show(value: Any) -> str:
@@ -229,7 +257,10 @@ def _specs(cls: type) -> dict[str, _Spec]:
             default = f.default_factory()
         else:
             raise TypeError(f"{here} has no default; give it one")
-        spec = _spec(f.name, help, default, hints[f.name])
+        bounds = tuple((k, v) for k, v in f.metadata.items() if k != "help")
+        if unknown := [k for k, _ in bounds if k not in _BOUNDS]:
+            raise TypeError(f"{here}: unknown metadata {unknown}; use help, ge, gt, le, lt")
+        spec = _spec(f.name, help, default, hints[f.name], bounds)
         if spec is None:
             raise TypeError(f"{here}: unsupported type {hints[f.name]!r}; see common/config.py")
         try:
@@ -240,7 +271,7 @@ def _specs(cls: type) -> dict[str, _Spec]:
     return specs
 
 
-def _spec(name: str, help: str, default: Any, hint: Any) -> _Spec | None:
+def _spec(name: str, help: str, default: Any, hint: Any, bounds: tuple) -> _Spec | None:
     args, optional, container, choices = typing.get_args(hint), False, None, None
     if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
         rest = [a for a in args if a is not type(None)]
@@ -257,7 +288,9 @@ def _spec(name: str, help: str, default: Any, hint: Any) -> _Spec | None:
             return None
     if hint not in _NOUN or (hint is bool and optional) or (container and (optional or choices)):
         return None
-    return _Spec(name, help, default, hint, choices, optional, container)
+    if bounds and (hint not in (int, float) or choices):
+        return None
+    return _Spec(name, help, default, hint, choices, optional, container, bounds)
 
 
 def _parser(cls: type, prog: str, description: str) -> argparse.ArgumentParser:
@@ -271,13 +304,17 @@ def _parser(cls: type, prog: str, description: str) -> argparse.ArgumentParser:
         formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=40),
     )
     parser.add_argument(
-        "--config",
-        metavar="FILE",
-        help=f"TOML file: its top-level keys and [{prog}] table set fields; flags override it",
+        "--config", metavar="FILE", help=f"TOML file: its [{prog}] table sets fields; flags win"
     )
+    for name in getattr(cls, "RETIRED", {}):  # taken, to be refused by name in _build
+        flag = name.replace("_", "-")
+        parser.add_argument(
+            f"--{flag}", f"--no-{flag}", dest=name, nargs="?", help=argparse.SUPPRESS
+        )
     for spec in _specs(cls).values():
         flag = "--" + spec.name.replace("_", "-")
-        help = f"{spec.help} (default: {_default_text(spec.default)})".replace("%", "%%")
+        bounds = "".join(f", {_BOUNDS[b][1]} {limit}" for b, limit in spec.bounds)
+        help = f"{spec.help} (default: {_default_text(spec.default)}{bounds})".replace("%", "%%")
         if spec.base is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=help)
         else:
@@ -310,7 +347,7 @@ def _unknown_args(extra: Sequence[str], cls: type) -> str:
 
 
 def _read_toml(path: Path, prog: str) -> tuple[list[_Layer], list[str]]:
-    """The file's layers (top-level keys, then the [prog] table), or the problem reading it."""
+    """The file's [prog] table as a layer, or the problems reading it."""
     try:
         with path.open("rb") as f:
             data = tomllib.load(f)
@@ -322,8 +359,13 @@ def _read_toml(path: Path, prog: str) -> tuple[list[_Layer], list[str]]:
         return [], [f"--config {path}: invalid TOML: {e}; fix the syntax"]
     except UnicodeDecodeError:
         return [], [f"--config {path}: not UTF-8 text; save it as UTF-8"]
-    top = {k: v for k, v in data.items() if not isinstance(v, dict)}
-    layers = [_Layer(top, lambda key: f"{path}: {key}")]
-    if isinstance(section := data.get(prog), dict):
-        layers.append(_Layer(section, lambda key: f"{path}: [{prog}] {key}"))
-    return layers, []
+    problems = [
+        f"{path}: {key} is a top-level key, which the learner and the actors would both read: "
+        "move it into the [learner] or [actor] table"
+        for key, value in data.items()
+        if not isinstance(value, dict)
+    ]
+    section = data.get(prog)
+    if not isinstance(section, dict):
+        return [], problems
+    return [_Layer(section, lambda key: f"{path}: [{prog}] {key}")], problems

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import cv2
 import gymnasium as gym
@@ -37,7 +37,8 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-ACTION_SETS: dict[str, list[list[str]]] = {
+ActionSet = Literal["right_only", "simple", "complex"]
+ACTION_SETS: dict[ActionSet, list[list[str]]] = {
     "right_only": [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"]],
     "simple": [
         ["NOOP"],
@@ -83,7 +84,7 @@ class EnvSpec:
     """What an env is; actor and learner must agree on it (it travels in the registration)."""
 
     level: str = "1-1"  # "W-S" Super Mario Bros stage, or a Gymnasium id
-    action_set: str = "simple"  # right_only | simple | complex (Mario only)
+    action_set: ActionSet = "simple"  # Mario only
     frame_skip: int = 4  # NES frames per agent step
     frame_size: int = 84  # observation is frame_size x frame_size uint8
     no_progress_steps: int = (

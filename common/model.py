@@ -32,20 +32,21 @@ Three trunks:
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-ARCHS = ("small", "nature", "resnet")
+Arch = Literal["small", "nature", "resnet"]
+ARCHS = get_args(Arch)
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
     """What the network is; actor, learner and checkpoints must agree on it."""
 
-    arch: str = "small"  # small | nature | resnet
+    arch: Arch = "small"
     num_actions: int = 7
     stack: int = 4
     frame_size: int = 84

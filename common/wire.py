@@ -10,21 +10,7 @@ Nothing is pickled: the header holds only msgpack scalars, lists and maps, and a
 their raw bytes, so a corrupt or hostile peer can at worst make `decode` raise `ProtocolError`.
 This module never touches sockets: the transport only moves the frames.
 
-Chunk layout, time-major (T = unroll length, K = envs in the actor, H x W = frame size):
-
-    frames[0:3]         the 3 frames before step 0, history for the frame stack   # [T+4, K, H, W]
-    step t:             frames[3+t] seen -> actions[t] taken -> rewards[t],
-                        terminated[t] | truncated[t] -> frames[3+t+1] next observation
-    frames[3+T]         never acted on: it only bootstraps the value at the chunk boundary
-    last_actions[k]     the action env k took before step 0, the policy's previous-action input
-                        at step 0; A (= num_actions) when step 0 starts an episode. Later steps'
-                        previous actions are actions[t-1], or A where first[3+t]
-    first[i]            frames[i] starts an episode, so a stack never mixes two episodes;
-                        first[3+t+1] == terminated[t] | truncated[t] for every step t
-    final_frames[j]     the real observation after truncated step final_index[j] = (t, k):
-                        frames[3+t+1, k] is already the next episode's reset frame
-
-Truncation (no-progress cutoff) is not termination: only `terminated` zeroes the discount.
+A chunk's arrays and their alignment are declared in common/chunk.py (`LAYOUT`).
 
 Decoded arrays are read-only, zero-copy views of the received frames (possibly unaligned): copy
 them (`np.array(x)`, `torch.tensor(x)`) to mutate them or move them to pinned memory. Every
@@ -39,13 +25,13 @@ from typing import Any, ClassVar
 import msgpack
 import numpy as np
 
+from common import chunk
 from common._wire_checks import (
     WIRE_DTYPE_NAMES,
-    WIRE_DTYPES,
+    Limits,
     ProtocolError,
     byte_view,
     check_bool,
-    check_chunk_arrays,
     check_float,
     check_int,
     check_spec,
@@ -69,27 +55,17 @@ __all__ = [
     "Refuse",
     "Register",
     "Weights",
+    "Welcome",
     "WeightsRequest",
     "decode",
     "encode",
 ]
 
-PROTOCOL_VERSION = 2  # 2: chunks carry last_actions
+# 2: chunks carry last_actions; 3: the learner's Welcome carries the network and unroll length,
+# chunks carry dense truncation finals (final_t)
+PROTOCOL_VERSION = 3
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Size limits `decode` enforces before it builds anything from a frame."""
-
-    max_header_bytes: int = 64 * 1024  # msgpack header frame
-    max_array_bytes: int = 256 * 1024 * 1024  # any single array frame
-    max_total_bytes: int = 512 * 1024 * 1024  # all array frames of one message
-    max_arrays: int = 64  # array frames in one message (weights: tensors in the model)
-    max_dim: int = 1 << 24  # any single dimension of an array
-    max_episodes_per_chunk: int = 4096  # EpisodeStats in one chunk header
-
 
 DEFAULT_LIMITS = Limits()
 
@@ -101,25 +77,38 @@ DEFAULT_LIMITS = Limits()
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Register:
-    """actor -> learner: first message of an actor process; the learner answers Credit or Refuse."""
+    """actor -> learner: an actor's first message; the learner answers Welcome or Refuse."""
 
     TYPE: ClassVar[str] = "register"
     run_id: str
     actor_id: int  # >= 0
     instance_id: str  # random per actor process start: tells a restarted actor apart
     env_spec: dict[str, str | int | float | bool]  # flat
-    model_spec: dict[str, str | int | float | bool]  # flat
     num_envs: int  # K >= 1
-    unroll_length: int  # T >= 1
 
     def __post_init__(self) -> None:
         check_str("register.run_id", self.run_id, nonempty=True)
         check_int("register.actor_id", self.actor_id)
         check_str("register.instance_id", self.instance_id, nonempty=True)
         check_spec("register.env_spec", self.env_spec)
-        check_spec("register.model_spec", self.model_spec)
         check_int("register.num_envs", self.num_envs, lo=1)
-        check_int("register.unroll_length", self.unroll_length, lo=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Welcome:
+    """learner -> actor: registration accepted; the first credits and what the actor builds."""
+
+    TYPE: ClassVar[str] = "welcome"
+    credits: int  # >= 0
+    policy_version: int  # >= 0, the learner's current version
+    unroll_length: int  # T >= 1, steps per chunk
+    model_spec: dict[str, str | int | float | bool]  # flat: the network (common.model.ModelSpec)
+
+    def __post_init__(self) -> None:
+        check_int("welcome.credits", self.credits)
+        check_int("welcome.policy_version", self.policy_version)
+        check_int("welcome.unroll_length", self.unroll_length, lo=1)
+        check_spec("welcome.model_spec", self.model_spec)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,21 +209,9 @@ class EpisodeStats:
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Chunk:
-    """actor -> learner: T steps of K envs; see the module docstring for the alignment."""
+    """actor -> learner: T steps of K envs, its arrays as common/chunk.py lays them out."""
 
     TYPE: ClassVar[str] = "chunk"
-    ARRAYS: ClassVar[dict[str, str]] = {
-        "frames": "uint8",  # [T+4, K, H, W]
-        "first": "bool",  # [T+4, K]
-        "actions": "uint8",  # [T, K]
-        "rewards": "float32",  # [T, K]
-        "terminated": "bool",  # [T, K]  discount zero after step t
-        "truncated": "bool",  # [T, K]  cut by the no-progress cutoff: bootstrap, not terminal
-        "logits": "float32",  # [T, K, A]  behaviour policy
-        "final_frames": "uint8",  # [n, H, W]  n = truncated.sum()
-        "final_index": "int32",  # [n, 2]  (t, k) of each truncated step
-        "last_actions": "uint8",  # [K]  action before step 0; A = none (episode start)
-    }
     actor_id: int
     instance_id: str
     seq: int  # per-actor counter, >= 0
@@ -242,16 +219,8 @@ class Chunk:
     policy_version: int  # version of the behaviour policy
     send_time: float  # actor's time.time() at send, seconds
     episodes: tuple[EpisodeStats, ...]
-    frames: np.ndarray = field(repr=False)
-    first: np.ndarray = field(repr=False)
-    actions: np.ndarray = field(repr=False)
-    rewards: np.ndarray = field(repr=False)
-    terminated: np.ndarray = field(repr=False)
-    truncated: np.ndarray = field(repr=False)
-    logits: np.ndarray = field(repr=False)
-    final_frames: np.ndarray = field(repr=False)
-    final_index: np.ndarray = field(repr=False)
-    last_actions: np.ndarray = field(repr=False)
+    arrays: dict[str, np.ndarray] = field(repr=False)  # name -> array
+    layout: chunk.Layout = field(default=chunk.LAYOUT, repr=False)  # what `arrays` holds; not sent
 
     def __post_init__(self) -> None:
         check_int("chunk.actor_id", self.actor_id)
@@ -264,44 +233,42 @@ class Chunk:
             type(e) is EpisodeStats for e in self.episodes
         ):
             raise ProtocolError("chunk.episodes must be a tuple of EpisodeStats")
-        wire_dtypes = {name: WIRE_DTYPES[dt].str for name, dt in self.ARRAYS.items()}
-        check_chunk_arrays({name: getattr(self, name) for name in self.ARRAYS}, wire_dtypes)
+        chunk.check(self.arrays, self.layout)
 
     def __eq__(self, other: object) -> bool:
         return _messages_equal(self, other)
 
     @property
     def unroll_length(self) -> int:
-        return self.actions.shape[0]
+        return self.arrays["actions"].shape[0]
 
     @property
     def num_envs(self) -> int:
-        return self.actions.shape[1]
+        return self.arrays["actions"].shape[1]
 
     @property
     def num_actions(self) -> int:
-        return self.logits.shape[2]
+        return self.arrays["behaviour_logits"].shape[2]
 
     @property
     def frame_shape(self) -> tuple[int, int]:
-        return self.frames.shape[2], self.frames.shape[3]
+        return self.arrays["frames"].shape[2], self.arrays["frames"].shape[3]
 
     @property
     def payload_bytes(self) -> int:
-        return sum(getattr(self, name).nbytes for name in self.ARRAYS)
+        return sum(a.nbytes for a in self.arrays.values())
 
 
-Message = Register | Credit | Refuse | Heartbeat | WeightsRequest | Weights | Chunk
+Message = Register | Welcome | Credit | Refuse | Heartbeat | WeightsRequest | Weights | Chunk
 
 _CLASSES: dict[str, type] = {
-    cls.TYPE: cls for cls in (Register, Credit, Refuse, Heartbeat, WeightsRequest, Weights, Chunk)
+    cls.TYPE: cls
+    for cls in (Register, Welcome, Credit, Refuse, Heartbeat, WeightsRequest, Weights, Chunk)
 }
-# Fields that travel in the header's "f" map (everything but the arrays).
+# Fields that travel in the header's "f" map: everything but the arrays (and a chunk's layout).
 _HEADER_FIELDS = {
     kind: frozenset(
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.name != "tensors" and f.name not in getattr(cls, "ARRAYS", {})
+        f.name for f in dataclasses.fields(cls) if f.name not in ("tensors", "arrays", "layout")
     )
     for kind, cls in _CLASSES.items()
 }
@@ -327,10 +294,10 @@ def encode(msg: Message) -> list[bytes | memoryview]:
     arrays: list[tuple[str, np.ndarray]] = []
     for f in dataclasses.fields(msg):
         value = getattr(msg, f.name)
-        if isinstance(value, np.ndarray):
-            arrays.append((f.name, value))
-        elif f.name == "tensors":
+        if f.name in ("tensors", "arrays"):
             arrays.extend(value.items())
+        elif f.name == "layout":
+            continue
         elif f.name == "episodes":
             header_fields[f.name] = [dataclasses.asdict(e) for e in value]
         else:
@@ -355,21 +322,24 @@ def encode(msg: Message) -> list[bytes | memoryview]:
 _INTERNAL_ERROR = "internal error while decoding"
 
 
-def decode(frames: Sequence[Buffer], limits: Limits = DEFAULT_LIMITS) -> Message:
+def decode(
+    frames: Sequence[Buffer], limits: Limits = DEFAULT_LIMITS, layout: chunk.Layout = chunk.LAYOUT
+) -> Message:
     """Validate and decode one message; raises ProtocolError, and only that, if it is malformed.
 
     Frames may be bytes, bytearray, memoryview or any buffer (e.g. zmq frames). Arrays are
     read-only views of those buffers; sizes are checked against `limits` before anything is built.
+    A chunk must hold the arrays of `layout`.
     """
     try:
-        return _decode(frames, limits)
+        return _decode(frames, limits, layout)
     except ProtocolError:
         raise
     except Exception as e:  # a hole in the checks below; a peer must still not crash us
         raise ProtocolError(f"{_INTERNAL_ERROR}: {type(e).__name__}: {e}") from e
 
 
-def _decode(frames: Sequence[Buffer], limits: Limits) -> Message:
+def _decode(frames: Sequence[Buffer], limits: Limits, layout: chunk.Layout) -> Message:
     if not isinstance(frames, Sequence) or len(frames) == 0:
         raise ProtocolError("a message is a non-empty sequence of frames, header first")
     head = byte_view(frames[0], "header frame")
@@ -400,12 +370,14 @@ def _decode(frames: Sequence[Buffer], limits: Limits) -> Message:
         raise ProtocolError(f"{kind} header 'f' must be a map, got {type(fields).__name__}")
     exact_keys(f"{kind} fields", fields, _HEADER_FIELDS[kind])
     cls = _CLASSES[kind]
-    arrays = decode_arrays(kind, header["a"], frames, limits, getattr(cls, "ARRAYS", None))
+    dtypes = {a.name: a.dtype for a in layout} if cls is Chunk else None
+    arrays = decode_arrays(kind, header["a"], frames, limits, dtypes)
     if cls is Weights:
         return Weights(**fields, tensors=arrays)
     if cls is Chunk:
-        fields["episodes"] = _decode_episodes(fields["episodes"], limits)
-    return cls(**fields, **arrays)
+        episodes = _decode_episodes(fields.pop("episodes"), limits)
+        return Chunk(**fields, episodes=episodes, arrays=arrays, layout=layout)
+    return cls(**fields)
 
 
 def _decode_episodes(raw: object, limits: Limits) -> tuple[EpisodeStats, ...]:

@@ -1,13 +1,15 @@
 """The learner's IO thread: owns both sockets, admits actors, validates chunks, grants credits.
 
-ROUTER on PORT: Register / Chunk / Heartbeat / WeightsRequest in; Credit / Refuse / Weights /
-Heartbeat out. PUB on PORT+1: weight broadcasts. Only this thread touches the sockets; the train
-loop takes chunks from a bounded queue and hands encoded weights over through `publish`.
+ROUTER on PORT: Register / Chunk / Heartbeat / WeightsRequest in; Welcome / Credit / Refuse /
+Weights / Heartbeat out. PUB on PORT+1: weight broadcasts. Only this thread touches the sockets;
+the train loop takes chunks from a bounded queue and hands encoded weights over through `publish`.
 
-Credits bound the data in flight. Registration grants `credits_per_actor`; every chunk that
-arrives (accepted, stale or malformed) earns its sender one credit back, but only while the queue
-has room: a full queue owes the credits and pays them as the train loop drains it. So actors stop
-sending instead of the learner queueing without bound.
+A registration is answered with a Welcome that tells the actor what to build, the unroll length
+and the network (model spec): the learner is their one source. Credits bound the data in flight.
+The Welcome grants `credits_per_actor`; every chunk that arrives (accepted, stale or malformed)
+earns its sender one credit back, but only while the queue has room: a full queue owes the
+credits and pays them as the train loop drains it. So actors stop sending instead of the learner
+queueing without bound.
 """
 
 from __future__ import annotations
@@ -18,35 +20,15 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
-import torch
 import zmq
 
 from common import wire
 from common.metrics import LearnerMetrics
+from learner.batching import HostChunk, to_host
 
 log = logging.getLogger(__name__)
-
-
-class HostChunk(NamedTuple):
-    """A validated chunk copied out of the socket buffers into (pinned, on GPU hosts) tensors."""
-
-    frames: torch.Tensor  # [T+4, K, H, W] uint8
-    first: torch.Tensor  # [T+4, K] bool
-    actions: torch.Tensor  # [T, K] uint8
-    rewards: torch.Tensor  # [T, K] float32
-    terminated: torch.Tensor  # [T, K] bool
-    truncated: torch.Tensor  # [T, K] bool
-    logits: torch.Tensor  # [T, K, A] float32
-    final_frames: torch.Tensor  # [n, H, W] uint8
-    final_index: torch.Tensor  # [n, 2] int32 (t, k)
-    last_actions: torch.Tensor  # [K] uint8, action before step 0; A = none
-    policy_version: int
-    send_time: float
-    frame_skip: int
-    payload_bytes: int
 
 
 @dataclass
@@ -65,8 +47,8 @@ class ActorInfo:
 class IngestSettings:
     run_id: str
     env_spec: dict  # fields every actor must match: action_set, frame_size
-    model_spec: dict
-    unroll_length: int
+    model_spec: dict  # sent to every actor in its Welcome
+    unroll_length: int  # likewise
     credits_per_actor: int
     queue_chunks: int
     max_policy_lag: int
@@ -74,30 +56,6 @@ class IngestSettings:
     actor_timeout_s: float
     pin_memory: bool = False
     limits: wire.Limits = field(default_factory=lambda: wire.DEFAULT_LIMITS)
-
-
-def _tensor(a: np.ndarray, pin: bool) -> torch.Tensor:
-    t = torch.from_numpy(np.array(a))  # copy: decoded arrays are read-only views of zmq frames
-    return t.pin_memory() if pin else t
-
-
-def to_host(chunk: wire.Chunk, frame_skip: int, pin: bool) -> HostChunk:
-    return HostChunk(
-        _tensor(chunk.frames, pin),
-        _tensor(chunk.first, pin),
-        _tensor(chunk.actions, pin),
-        _tensor(chunk.rewards, pin),
-        _tensor(chunk.terminated, pin),
-        _tensor(chunk.truncated, pin),
-        _tensor(chunk.logits, pin),
-        _tensor(chunk.final_frames, pin),
-        _tensor(chunk.final_index, pin),
-        _tensor(chunk.last_actions, pin),
-        chunk.policy_version,
-        chunk.send_time,
-        frame_skip,
-        chunk.payload_bytes,
-    )
 
 
 class BindError(RuntimeError):
@@ -312,22 +270,7 @@ class Ingest:
             self.metrics.reject("other")
 
     def _on_register(self, identity: bytes, msg: wire.Register) -> None:
-        problems = []
-        if msg.run_id != self.s.run_id:
-            problems.append(f"run_id is {msg.run_id!r} but the learner runs {self.s.run_id!r}")
-        for key, want in self.s.env_spec.items():
-            if msg.env_spec.get(key) != want:
-                problems.append(
-                    f"env {key} is {msg.env_spec.get(key)!r}, the learner expects {want!r}"
-                )
-        if msg.model_spec != self.s.model_spec:
-            problems.append(
-                f"model spec {msg.model_spec} differs from the learner's {self.s.model_spec}"
-            )
-        if msg.unroll_length != self.s.unroll_length:
-            problems.append(
-                f"unroll_length is {msg.unroll_length}, the learner expects {self.s.unroll_length}"
-            )
+        problems = self._registration_problems(msg)
         if problems:
             self.metrics.reject("spec")
             reason = "; ".join(problems)
@@ -349,10 +292,33 @@ class Ingest:
         )
         log.info("actor %d registered (%s, %d envs)", msg.actor_id, level, msg.num_envs)
         self.metrics.actors_connected.set(len(self.actors))
-        self._send(
-            identity,
-            wire.Credit(credits=self.s.credits_per_actor, policy_version=self.policy_version()),
+        welcome = wire.Welcome(
+            credits=self.s.credits_per_actor,
+            policy_version=self.policy_version(),
+            unroll_length=self.s.unroll_length,
+            model_spec=self.s.model_spec,
         )
+        self._send(identity, welcome)
+
+    def _registration_problems(self, msg: wire.Register) -> list[str]:
+        """What keeps this actor's envs from working with this learner, each naming who sets it."""
+        problems = []
+        settings = {"run_id": (msg.run_id, self.s.run_id)}
+        settings |= {key: (msg.env_spec.get(key), want) for key, want in self.s.env_spec.items()}
+        for key, (got, want) in settings.items():
+            if got != want:
+                problems.append(
+                    f"--{key.replace('_', '-')} is {got!r} on the actor but {want!r} on the "
+                    "learner; set the same on both"
+                )
+        cutoff, T = msg.env_spec.get("no_progress_steps", 0), self.s.unroll_length
+        if type(cutoff) is int and 0 < cutoff < T:
+            problems.append(
+                f"--no-progress-steps is {cutoff} on the actor, below the learner's "
+                f"--unroll-length {T} (a chunk holds one truncation per env): set the actor's "
+                f"to 0 or >= {T}, or the learner's --unroll-length to <= {cutoff}"
+            )
+        return problems
 
     def _on_chunk(self, info: ActorInfo, chunk: wire.Chunk) -> None:
         self.metrics.ingest_bytes.inc(chunk.payload_bytes)

@@ -317,7 +317,7 @@ class TrainLoop:
                 replayed = (batch.num_sequences - mixed.fresh) * batch.unroll_length
                 self.metrics.samples.labels("replay").inc(replayed)
                 self.replay_rate.add(replayed)
-            frames = sum(c.actions.numel() * c.frame_skip for c in chunks)
+            frames = sum(c.env_frames for c in chunks)
             self.agent_steps += steps
             self.env_frames += frames
             self.rate.add(steps)

@@ -19,54 +19,14 @@ from typing import NamedTuple
 
 import torch
 
+from learner.batching import Batch, concat, from_sequences, sequence_example, to_sequences
 from learner.replay import PrioritizedReplay, check_fits, estimate_bytes
-from learner.update import SEQUENCE_MAJOR, TIME_MAJOR, Batch
-
-# Batch fields stored per sequence: the time-major ones ([T, N, ...]) are stored sequence-major;
-# the importance weights are not stored (replay computes them at sampling).
-_PER_SEQUENCE = tuple(name for name in SEQUENCE_MAJOR if name != "weights")
 
 
 class Mixed(NamedTuple):
     batch: Batch  # fresh sequences first, then replayed ones
     fresh: int  # number of fresh sequences
     indices: torch.Tensor | None  # replay slots of the replayed sequences, or None
-
-
-def to_sequences(batch: Batch) -> dict[str, torch.Tensor]:
-    out = {k: getattr(batch, k).transpose(0, 1) for k in TIME_MAJOR}  # [N, T(+4), ...]
-    out.update({k: getattr(batch, k) for k in _PER_SEQUENCE})
-    return out
-
-
-def from_sequences(fields: dict[str, torch.Tensor], weights: torch.Tensor) -> Batch:
-    time_major = {k: fields[k].transpose(0, 1) for k in TIME_MAJOR}  # [T(+4), n, ...]
-    return Batch(**time_major, **{k: fields[k] for k in _PER_SEQUENCE}, weights=weights)
-
-
-def concat(a: Batch, b: Batch) -> Batch:
-    dims = {k: 1 for k in TIME_MAJOR} | {k: 0 for k in SEQUENCE_MAJOR}
-    return Batch(**{k: torch.cat([getattr(a, k), getattr(b, k)], dim=d) for k, d in dims.items()})
-
-
-def sequence_example(
-    unroll_length: int, frame_size: int, num_actions: int
-) -> dict[str, torch.Tensor]:
-    """One sequence's fields as meta tensors, for sizing the buffer before any data exists."""
-    T, S, A = unroll_length, frame_size, num_actions
-    meta = {"device": "meta"}
-    return {
-        "frames": torch.empty((T + 4, S, S), dtype=torch.uint8, **meta),
-        "first": torch.empty((T + 4,), dtype=torch.bool, **meta),
-        "actions": torch.empty((T,), dtype=torch.int64, **meta),
-        "rewards": torch.empty((T,), dtype=torch.float32, **meta),
-        "terminated": torch.empty((T,), dtype=torch.bool, **meta),
-        "truncated": torch.empty((T,), dtype=torch.bool, **meta),
-        "behaviour_logits": torch.empty((T, A), dtype=torch.float32, **meta),
-        "final_frames": torch.empty((S, S), dtype=torch.uint8, **meta),
-        "final_t": torch.empty((), dtype=torch.int64, **meta),
-        "last_actions": torch.empty((), dtype=torch.int64, **meta),
-    }
 
 
 class ReplayMixer:
@@ -93,7 +53,8 @@ class ReplayMixer:
     @classmethod
     def create(cls, cfg, device: torch.device) -> ReplayMixer:
         """From the learner config; refuses a capacity that does not fit the device's memory."""
-        example = sequence_example(cfg.unroll_length, cfg.frame_size, cfg.num_actions)
+        S = cfg.frame_size
+        example = sequence_example({"T": cfg.unroll_length, "H": S, "W": S, "A": cfg.num_actions})
         check_fits(
             estimate_bytes(example, cfg.replay_capacity), device, capacity=cfg.replay_capacity
         )

@@ -2,8 +2,9 @@
 steps out (APPO: V-trace targets and a clipped surrogate; one step when both are 1).
 
 Shapes are time-major: T = unroll length, N = sequences in the batch (chunks x envs), H x W the
-frame size, A the number of actions. The batch holds each frame once; stacks are rebuilt here, on
-the learner's device, with the same function the actor used (common.stacking).
+frame size, A the number of actions. The batch holds the arrays of common/chunk.py, each env a
+sequence (learner/batching.py), and each frame once; stacks are rebuilt here, on the learner's
+device, with the same function the actor used (common.stacking).
 
 Truncation is not termination. A step cut by the no-progress cutoff keeps a discount of zero
 inside V-trace (nothing after it belongs to the same trajectory) but its reward is bootstrapped,
@@ -21,35 +22,9 @@ from torch.nn import functional as F
 from common.model import ActorCritic
 from common.stacking import STACK, stack_frames
 from learner import vtrace
+from learner.batching import Batch, select
 from learner.losses import clipped_surrogate, normalize_advantages
 from learner.popart import PopArt
-
-
-class Batch(NamedTuple):
-    frames: torch.Tensor  # [T+4, N, H, W] uint8; frames[3+t] seen at step t
-    first: torch.Tensor  # [T+4, N] bool
-    actions: torch.Tensor  # [T, N] int64
-    rewards: torch.Tensor  # [T, N] float32, as the env gave them
-    terminated: torch.Tensor  # [T, N] bool
-    truncated: torch.Tensor  # [T, N] bool
-    behaviour_logits: torch.Tensor  # [T, N, A] float32
-    final_frames: torch.Tensor  # [N, H, W] uint8: next frame of the sequence's truncated step
-    final_t: torch.Tensor  # [N] int64: that step, or -1 when none
-    last_actions: torch.Tensor  # [N] int64: action before step 0, A = none (episode start)
-    weights: torch.Tensor  # [N] float32 importance weights (1 for fresh data)
-
-    @property
-    def unroll_length(self) -> int:
-        return self.actions.shape[0]
-
-    @property
-    def num_sequences(self) -> int:
-        return self.actions.shape[1]
-
-
-# Batch fields indexed by sequence first ([N, ...]); every other field is time-major ([T(+4), N, ...]).
-SEQUENCE_MAJOR = ("final_frames", "final_t", "last_actions", "weights")
-TIME_MAJOR = tuple(name for name in Batch._fields if name not in SEQUENCE_MAJOR)
 
 
 class Hyper(NamedTuple):
@@ -122,16 +97,6 @@ def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
     if hyper.reward_clip > 0:
         r = r.clamp(-hyper.reward_clip, hyper.reward_clip)
     return r
-
-
-def select(batch: Batch, index: torch.Tensor) -> Batch:
-    """The sequences `index` [n] of a batch, whole (time-major fields are indexed on dim 1)."""
-    return Batch(
-        **{
-            name: getattr(batch, name).index_select(0 if name in SEQUENCE_MAJOR else 1, index)
-            for name in Batch._fields
-        }
-    )
 
 
 class Forward(NamedTuple):

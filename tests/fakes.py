@@ -1,7 +1,9 @@
-"""Shared fakes: small Gymnasium envs with Mario's observation format (84x84 uint8 frames).
+"""Shared fakes: small Gymnasium envs with Mario's observation format (84x84 uint8 frames), and
+random valid chunks.
 
-Referenced by Gymnasium id with the module prefix, e.g. EnvSpec(level="tests.fakes:Corridor-v0"),
-so actor processes started by tests import this module themselves.
+The envs are referenced by Gymnasium id with the module prefix, e.g.
+EnvSpec(level="tests.fakes:Corridor-v0"), so actor processes started by tests import this module
+themselves.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import time
 import gymnasium as gym
 import numpy as np
 
+from common import chunk, wire
+
 SIZE = 84
 
-# Actor flags that play Corridor: one frame per step, a cutoff no shorter than T = 16.
+# Actor flags that play Corridor: one frame per step, a cutoff no shorter than the learner's T.
 CORRIDOR_ACTOR_ARGS = [
-    *("--level", "tests.fakes:Corridor-v0", "--frame-skip", "1"),
-    *("--no-progress-steps", "20", "--unroll-length", "16"),
+    *("--level", "tests.fakes:Corridor-v0", "--frame-skip", "1", "--no-progress-steps", "20"),
 ]
 
 
@@ -97,3 +100,36 @@ class FlakyBuild(Corridor):
 gym.register("Corridor-v0", entry_point=Corridor)
 gym.register("HangingBuild-v0", entry_point=HangingBuild)
 gym.register("FlakyBuild-v0", entry_point=FlakyBuild)
+
+
+def make_chunk(
+    seed: int = 0, T: int = 3, K: int = 2, H: int = 6, W: int = 5, A: int = 7, **fields
+) -> wire.Chunk:
+    """A random valid chunk: some steps terminated, some truncated (never both); `fields`
+    override the message's other fields."""
+    rng = np.random.default_rng(seed)
+    a = chunk.new_arrays({"T": T, "K": K, "H": H, "W": W, "A": A})
+    ends = rng.integers(0, 5, size=(T, K))  # 0: terminated, 1: truncated, else: goes on
+    a["terminated"][:], a["truncated"][:] = ends == 0, ends == 1
+    a["first"][:4] = rng.random((4, K)) < 0.3  # first[0:4] is free
+    a["first"][4:] = a["terminated"] | a["truncated"]  # the frame after an end starts one
+    for k in np.flatnonzero(a["truncated"].any(axis=0)):  # env k's last cut, as a lane keeps it
+        a["final_t"][k] = np.flatnonzero(a["truncated"][:, k])[-1]
+    a["frames"][:] = rng.integers(0, 256, size=a["frames"].shape)
+    a["final_frames"][:] = rng.integers(0, 256, size=a["final_frames"].shape)
+    a["actions"][:] = rng.integers(0, A, size=(T, K))
+    a["rewards"][:] = rng.standard_normal((T, K))
+    a["behaviour_logits"][:] = rng.standard_normal((T, K, A))
+    a["last_actions"][:] = np.where(a["first"][3], A, rng.integers(0, A, size=K))
+    episodes = (
+        wire.EpisodeStats(
+            level="1-1", episode_return=12.5, length=33, max_x=410, flag=False, outcome="death"
+        ),
+        wire.EpisodeStats(
+            level="1-2", episode_return=-1.0, length=1, max_x=0, flag=True, outcome="flag"
+        ),
+    )
+    header = dict(actor_id=int(rng.integers(0, 100)), instance_id="3f2a9c", level="1-1",
+                  seq=int(rng.integers(0, 1000)), policy_version=int(rng.integers(0, 50)),
+                  send_time=1.7e9 + float(rng.random()), episodes=episodes)  # fmt: skip
+    return wire.Chunk(**{**header, "arrays": a, **fields})

@@ -33,9 +33,8 @@ from common import config as config_io
 from common import wire
 from common.env import EnvSpec, build_envs
 from common.model import ActorCritic
-from learner.batching import collate
+from learner.batching import collate, to_host
 from learner.config import LearnerConfig
-from learner.ingest import to_host
 from learner.main import build_training
 
 
@@ -49,7 +48,7 @@ def probe(
         raise SystemExit("sync_probe: replay is not probed here; pass --replay-fraction 0")
     acting = ActorCritic(cfg.model_spec()).eval()
     acting.load_state_dict(learner.model.state_dict())
-    actor_cfg = ActorConfig(level=level, unroll_length=cfg.unroll_length, action_set=cfg.action_set)
+    actor_cfg = ActorConfig(level=level, action_set=cfg.action_set)
     spec: EnvSpec = actor_cfg.env_spec()
     lane = Lane(build_envs(spec, envs), cfg.unroll_length, cfg.num_actions)
     rng = np.random.default_rng(seed)

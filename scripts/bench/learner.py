@@ -39,9 +39,8 @@ import numpy as np
 import torch
 
 from common import status
-from learner.batching import collate
+from learner.batching import collate, to_host
 from learner.config import LearnerConfig
-from learner.ingest import to_host
 from learner.main import build_training, resolve_device
 from scripts.bench.shared import send_chunks, synthetic_chunk
 from scripts.ports import free_ports
@@ -123,7 +122,7 @@ def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: f
         ps = [
             ctx.Process(
                 target=send_chunks,
-                args=(port, i, cfg.unroll_length, num_envs, seconds + 60, cfg.arch),
+                args=(port, i, cfg.unroll_length, num_envs, seconds + 60),
             )
             for i in range(senders)
         ]

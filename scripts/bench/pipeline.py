@@ -69,7 +69,7 @@ class Sink:
     def _drain(self) -> None:
         while not self._stop.is_set():
             for c in self.ingest.take(64, timeout_s=0.05):
-                self.frames += c.actions.numel() * c.frame_skip
+                self.frames += c.env_frames
                 self.bytes += c.payload_bytes
 
     def close(self) -> None:
@@ -81,7 +81,7 @@ class Sink:
 def actor_frames_per_s(procs: int, seconds: float, num_envs: int, unroll: int, lanes: int) -> float:
     sink = Sink(unroll)
     argv = [sys.executable, "-m", "actor", "--learner", f"127.0.0.1:{sink.port}",
-            "--num-envs", str(num_envs), "--unroll-length", str(unroll), "--lanes", str(lanes),
+            "--num-envs", str(num_envs), "--lanes", str(lanes),
             "--log-level", "WARNING"]  # fmt: skip
     actors = [subprocess.Popen([*argv, "--actor-id", str(i)], cwd=ROOT) for i in range(procs)]
     try:
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     mbps = ingest_mb_per_s(args.seconds, args.unroll_length, args.num_envs)
-    payload = (args.unroll_length + 4) * args.num_envs * 84 * 84 / 1e6
+    payload = (args.unroll_length + 5) * args.num_envs * 84 * 84 / 1e6  # frames and finals
     print(
         f"learner ingest: {mbps:7.0f} MB/s of chunk payload (~{payload:.2f} MB chunks, 2 senders) "
         f"(target >= 400)"

@@ -10,8 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import zmq
 
-from common import wire
-from common.model import ModelSpec
+from common import chunk, wire
 
 
 def raw_frames_per_s(seconds: float, emulators: int = 1) -> float:
@@ -62,26 +61,23 @@ def synthetic_chunk(
 ) -> wire.Chunk:
     """A chunk shaped like an actor's (episode starts and ends sprinkled in, no truncations),
     validated by the wire format."""
-    T, K = unroll, num_envs
-    first = rng.random((T + 4, K)) < 0.01  # [T+4, K]
+    T, K, A = unroll, num_envs, num_actions
+    arrays = chunk.new_arrays({"T": T, "K": K, "H": 84, "W": 84, "A": A})
+    first = arrays["first"]  # [T+4, K]
+    first[:] = rng.random((T + 4, K)) < 0.01
+    arrays["terminated"][:] = first[4:]  # an episode ends where the next one starts
+    arrays["frames"][:] = rng.integers(0, 256, arrays["frames"].shape, dtype=np.uint8)
+    arrays["actions"][:] = rng.integers(0, A, (T, K))
+    arrays["rewards"][:] = rng.normal(0, 1, (T, K))
+    arrays["behaviour_logits"][:] = rng.normal(0, 1, (T, K, A))
+    arrays["last_actions"][:] = np.where(first[3], A, rng.integers(0, A, K))
     return wire.Chunk(
         actor_id=actor_id, instance_id=f"bench{actor_id}", seq=0, level="1-1", policy_version=0,
-        send_time=time.time(), episodes=(),
-        frames=rng.integers(0, 256, (T + 4, K, 84, 84), dtype=np.uint8),
-        first=first,
-        actions=rng.integers(0, num_actions, (T, K), dtype=np.uint8),
-        rewards=rng.normal(0, 1, (T, K)).astype(np.float32),
-        terminated=first[4:].copy(),  # an episode ends where the next one starts
-        truncated=np.zeros((T, K), bool),
-        logits=rng.normal(0, 1, (T, K, num_actions)).astype(np.float32),
-        final_frames=np.zeros((0, 84, 84), np.uint8), final_index=np.zeros((0, 2), np.int32),
-        last_actions=np.where(first[3], num_actions, rng.integers(0, num_actions, K)).astype(np.uint8),
+        send_time=time.time(), episodes=(), arrays=arrays,
     )  # fmt: skip
 
 
-def send_chunks(
-    port: int, actor_id: int, unroll: int, num_envs: int, seconds: float, arch: str = "small"
-) -> None:
+def send_chunks(port: int, actor_id: int, unroll: int, num_envs: int, seconds: float) -> None:
     """Register with a learner at `port`, then stream one synthetic chunk over and over for
     `seconds`, spending credits as an actor does."""
     frames = wire.encode(
@@ -93,12 +89,12 @@ def send_chunks(
     env = {"level": "1-1", "action_set": "simple", "frame_size": 84, "frame_skip": 4}
     sock.send_multipart(wire.encode(wire.Register(
         run_id="default", actor_id=actor_id, instance_id=f"bench{actor_id}", env_spec=env,
-        model_spec=ModelSpec(arch=arch).to_wire(), num_envs=num_envs, unroll_length=unroll)))  # fmt: skip
+        num_envs=num_envs)))  # fmt: skip
     credits, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         while credits == 0 or sock.poll(0):
             msg = wire.decode(sock.recv_multipart())
-            if isinstance(msg, wire.Credit):
+            if isinstance(msg, wire.Welcome | wire.Credit):
                 credits += msg.credits
         sock.send_multipart(frames, copy=False)
         credits -= 1

@@ -40,13 +40,15 @@ def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
     from actor.rollout import infer_and_act, split_lanes
     from common.env import build_envs
     from common.model import ActorCritic
+    from learner.config import LearnerConfig
 
     cfg = ActorConfig(level=level, num_envs=1, run_id="rogue", actor_id=1_000_000)
+    learner = LearnerConfig()  # what a default learner's Welcome names
     env = build_envs(cfg.env_spec(), 1)[0]
     try:
         torch.manual_seed(seed)
-        model = ActorCritic(cfg.model_spec(env.num_actions)).eval()
-        lane = split_lanes([env], 1, cfg.unroll_length, env.num_actions)[0]
+        model = ActorCritic(learner.model_spec()).eval()
+        lane = split_lanes([env], 1, learner.unroll_length, env.num_actions)[0]
         rng = np.random.default_rng(seed)
         finished: list = []
         while not finished:
@@ -61,9 +63,7 @@ def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
         actor_id=cfg.actor_id,
         instance_id="rogue",
         env_spec=cfg.env_spec().to_wire(),
-        model_spec=model.spec.to_wire(),
         num_envs=1,
-        unroll_length=cfg.unroll_length,
     )
     messages: dict[str, wire.Message] = {
         "register": register,

@@ -35,8 +35,29 @@ def test_bad_config_lists_every_problem():
         "--num-envs", "0", "--learner", "nohost", "--action-set", "all", "--frame-skip", "0"
     )
     assert r.returncode == 2
-    for name in ("num_envs", "learner must be HOST:PORT", "action_set", "frame_skip"):
+    for name in (
+        "--num-envs: must be >= 1",
+        "learner must be HOST:PORT",
+        "--action-set",
+        "frame_skip",
+    ):
         assert name in r.stderr
+
+
+def test_settings_the_learner_owns_are_refused_with_where_to_set_them(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text("[learner]\nunroll_length = 16\n[actor]\nunroll_length = 16\n")
+    r = run_actor("--arch", "nature", "--no-last-action", "--config", str(config))
+    assert r.returncode == 2
+    for line in (
+        f"{config}: [actor] unroll_length: the actor takes the unroll length from the learner at "
+        "registration; set --unroll-length on the learner and remove it here",
+        "--arch: the actor takes its network from the learner at registration; set --arch on "
+        "the learner and remove it here",
+        "--last-action: the actor takes its network from the learner at registration; set "
+        "--[no-]last-action on the learner and remove it here",
+    ):
+        assert f"  - {line}\n" in r.stderr
 
 
 def test_env_build_failure_exits_nonzero_with_a_clear_message():
@@ -98,7 +119,7 @@ def test_sigterm_stops_a_playing_actor_within_5_s(tmp_path):
         tmp_path / "run", port, lport, "--unroll-length", "8", "--batch-chunks", "1"
     )
     aport = procs.free_port()
-    a = procs.actor(tmp_path, port, 0, aport, "--num-envs", "2", "--unroll-length", "8")
+    a = procs.actor(tmp_path, port, 0, aport, "--num-envs", "2")
     try:
         procs.wait_until(
             "chunks from the actor",

@@ -91,4 +91,4 @@ def test_a_negative_sampled_episode_count_is_refused():
     argv = [sys.executable, "-m", "actor", "--eval", "--eval-sampled-episodes", "-1"]
     proc = subprocess.run(argv, cwd=procs.ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert "eval_sampled_episodes must be >= 0, got -1" in proc.stdout + proc.stderr
+    assert "--eval-sampled-episodes: must be >= 0, got -1" in proc.stdout + proc.stderr

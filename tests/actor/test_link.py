@@ -13,14 +13,16 @@ from tests import procs
 
 def register_msg() -> wire.Register:
     return wire.Register(
-        actor_id=3,
-        instance_id="inst",
-        run_id="default",
-        env_spec={"level": "1-1"},
-        model_spec={"arch": "small"},
-        num_envs=1,
-        unroll_length=8,
+        actor_id=3, instance_id="inst", run_id="default", env_spec={"level": "1-1"}, num_envs=1
     )
+
+
+def welcome(credits: int = 2, policy_version: int = 0, **spec) -> list[bytes]:
+    model_spec = {"arch": "small", **spec}
+    msg = wire.Welcome(
+        credits=credits, policy_version=policy_version, unroll_length=8, model_spec=model_spec
+    )
+    return wire.encode(msg)
 
 
 def pump(link: LearnerLink, router: zmq.Socket, until, timeout_s: float = 10.0) -> list:
@@ -52,7 +54,7 @@ def test_a_learner_that_forgot_the_actor_counts_as_a_reconnect():
     try:
         got = pump(link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r))
         identity = next(i for i, m in got if isinstance(m, wire.Register))
-        router.send_multipart([identity, *wire.encode(wire.Credit(credits=2, policy_version=0))])
+        router.send_multipart([identity, *welcome()])
         pump(link, router, lambda r: link.registered)
         assert events == ["registered"]
         refuse = wire.encode(wire.Refuse(reason="unknown actor: register first", fatal=False))
@@ -64,7 +66,7 @@ def test_a_learner_that_forgot_the_actor_counts_as_a_reconnect():
         router.send_multipart([identity, *refuse])
         pump(link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r))
         assert events == ["registered", "reconnect"]
-        router.send_multipart([identity, *wire.encode(wire.Credit(credits=2, policy_version=5))])
+        router.send_multipart([identity, *welcome(policy_version=5)])
         pump(link, router, lambda r: link.registered)
         assert events == ["registered", "reconnect", "registered"]
         assert again  # it asked to register again

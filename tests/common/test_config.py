@@ -1,5 +1,6 @@
-"""common.config: defaults < TOML file (top level, then [prog] table) < flags; every problem is
-reported in one error; --help documents every field; the resolved config round-trips."""
+"""common.config: defaults < the TOML file's [prog] table < flags; every problem is reported in
+one error; bounds and retired fields are checked wherever a value comes from; --help documents
+every field; the resolved config round-trips."""
 
 from __future__ import annotations
 
@@ -7,17 +8,17 @@ import json
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pytest
 
-from common.config import ConfigError, from_dict, load, to_dict, write_resolved
+from common.config import ConfigError, from_dict, load, option, to_dict, write_resolved
 
 
 @dataclass(frozen=True)
 class Example:
     batch_size: int = field(default=32, metadata={"help": "sequences per learner step"})
-    learning_rate: float = field(default=3e-4, metadata={"help": "Adam step size"})
+    learning_rate: float = option(3e-4, "Adam step size", gt=0, le=1)
     run_name: str = field(default="dev", metadata={"help": "name of the run directory"})
     cuda: bool = field(default=True, metadata={"help": "train on the GPU"})
     precision: Literal["fp32", "bf16"] = field(
@@ -27,6 +28,8 @@ class Example:
         default=None, metadata={"help": "stop after this many learner steps; none runs forever"}
     )
     levels: tuple[str, ...] = field(default=("1-1",), metadata={"help": "levels to train on"})
+
+    RETIRED: ClassVar[dict[str, str]] = {"arch": "set it elsewhere", "fused": "gone for good"}
 
     def problems(self) -> list[str]:
         out = []
@@ -80,7 +83,8 @@ def test_bool_flags() -> None:
 def test_toml_overrides_defaults_and_flags_override_toml(tmp_path: Path) -> None:
     path = toml(
         tmp_path,
-        'batch-size = 8\nlearning_rate = 1\ncuda = false\nlevels = ["2-1", "3-1"]\nmax_steps = 5\n',
+        '[learner]\nbatch-size = 8\nlearning_rate = 1\ncuda = false\nlevels = ["2-1", "3-1"]\n'
+        "max_steps = 5\n",
     )
     cfg = run(["--config", path])
     assert cfg == Example(8, 1.0, "dev", False, "fp32", 5, ("2-1", "3-1"))
@@ -89,27 +93,32 @@ def test_toml_overrides_defaults_and_flags_override_toml(tmp_path: Path) -> None
     assert (cfg.batch_size, cfg.cuda, cfg.max_steps, cfg.levels) == (16, True, None, ("2-1", "3-1"))
 
 
-def test_prog_table_overrides_top_level_and_other_tables_are_ignored(tmp_path: Path) -> None:
-    path = toml(
-        tmp_path,
-        "batch_size = 8\nrun_name = 'shared'\n"
-        "[learner]\nbatch_size = 16\n"
-        "[actor]\nenvs_per_actor = 4\n",  # not an Example field: the actor's section
-    )
-    assert run(["--config", path]) == Example(batch_size=16, run_name="shared")
-    assert run(["--config", path], prog="eval") == Example(batch_size=8, run_name="shared")
+def test_each_process_reads_its_own_table(tmp_path: Path) -> None:
+    path = toml(tmp_path, "[learner]\nbatch_size = 16\n[actor]\nbatch_size = 4\n")
+    assert run(["--config", path]) == Example(batch_size=16)
+    assert run(["--config", path], prog="actor") == Example(batch_size=4)
+    assert run(["--config", path], prog="eval") == Example()
+
+
+def test_a_top_level_key_is_refused(tmp_path: Path, capsys) -> None:
+    """Both processes would read it: the learner's reward_scale and the actor's are not one."""
+    path = toml(tmp_path, "batch_size = 8\n[learner]\nrun_name = 'x'\n")
+    assert fail(["--config", path], capsys) == [
+        f"{path}: batch_size is a top-level key, which the learner and the actors would both "
+        "read: move it into the [learner] or [actor] table"
+    ]
 
 
 def test_every_problem_is_reported_at_once(tmp_path: Path, capsys) -> None:
     path = toml(
         tmp_path,
-        'lerning_rate = 0.1\nbatch_size = "64"\ncuda = false\nprecision = "bf16"\n'
-        "[learner]\nrun_name = 3\nlevels = ['1-1', 2]\n",
+        '[learner]\nlerning_rate = 0.1\nbatch_size = "64"\ncuda = false\nprecision = "bf16"\n'
+        "run_name = 3\nlevels = ['1-1', 2]\n",
     )
     problems = fail(["--config", path, "--max-steps", "ten", "--precision", "fp16"], capsys)
     assert problems == [
-        f"{path}: lerning_rate: unknown key; did you mean 'learning_rate'?",
-        f"{path}: batch_size: expected an integer, got '64' (str)",
+        f"{path}: [learner] lerning_rate: unknown key; did you mean 'learning_rate'?",
+        f"{path}: [learner] batch_size: expected an integer, got '64' (str)",
         f"{path}: [learner] run_name: expected a string, got 3 (int)",
         f"{path}: [learner] levels: item 1: expected a string, got 2 (int)",
         "--max-steps: expected an integer, got 'ten'",
@@ -120,11 +129,34 @@ def test_every_problem_is_reported_at_once(tmp_path: Path, capsys) -> None:
 
 
 def test_bool_is_not_an_int_and_problems_runs_on_good_values(tmp_path: Path, capsys) -> None:
-    path = toml(tmp_path, "batch_size = true\nlevels = '1-1'\n")
+    path = toml(tmp_path, "[learner]\nbatch_size = true\nlevels = '1-1'\n")
     assert fail(["--config", path, "--batch-size", "0"], capsys) == [
-        f"{path}: batch_size: expected an integer, got True (bool)",
-        f"{path}: levels: expected an array, got '1-1' (str)",
+        f"{path}: [learner] batch_size: expected an integer, got True (bool)",
+        f"{path}: [learner] levels: expected an array, got '1-1' (str)",
         "batch_size is 0; set it to at least 1",
+    ]
+
+
+def test_bounds_are_checked_wherever_the_value_comes_from(tmp_path: Path, capsys) -> None:
+    path = toml(tmp_path, "[learner]\nlearning_rate = 0\n")
+    assert fail(["--config", path], capsys) == [
+        f"{path}: [learner] learning_rate: must be > 0, got 0.0"
+    ]
+    assert fail(["--learning-rate", "2"], capsys) == ["--learning-rate: must be <= 1, got 2.0"]
+    assert fail(["--learning-rate", "nan"], capsys) == ["--learning-rate: must be > 0, got nan"]
+    assert run(["--learning-rate", "1"]).learning_rate == 1.0
+
+
+def test_retired_fields_are_refused_by_name_as_flags_and_keys(tmp_path: Path, capsys) -> None:
+    path = toml(tmp_path, "[learner]\narch = 'small'\n")
+    assert fail(["--config", path, "--arch", "small", "--no-fused"], capsys) == [
+        f"{path}: [learner] arch: set it elsewhere",
+        "--arch: set it elsewhere",
+        "--fused: gone for good",
+    ]
+    assert fail(["--arch=nature", "--fused"], capsys) == [
+        "--arch: set it elsewhere",
+        "--fused: gone for good",
     ]
 
 
@@ -162,6 +194,8 @@ def test_help_documents_every_field(capsys, monkeypatch) -> None:
         assert f"--{f.name.replace('_', '-')}" in text
         assert f.metadata["help"] in text
     assert "--cuda, --no-cuda train on the GPU (default: true)" in text
+    assert "Adam step size (default: 0.0003, > 0, <= 1)" in text
+    assert "--arch" not in text  # retired
     assert "--precision {fp32,bf16} floating-point format" in text
     assert "(default: 32)" in text and "(default: none)" in text and "(default: 1-1)" in text
 
@@ -182,12 +216,30 @@ class BadDefault:
     seed: int = field(default=None, metadata={"help": "random seed"})  # type: ignore[assignment]
 
 
+@dataclass(frozen=True)
+class BadBound:
+    name: str = option("dev", "run name", ge=1)
+
+
+@dataclass(frozen=True)
+class UnknownMetadata:
+    lr: float = option(0.1, "step size", positive=True)
+
+
+@dataclass(frozen=True)
+class DefaultOutOfBounds:
+    lr: float = option(0.0, "step size", gt=0)
+
+
 @pytest.mark.parametrize(
     ("cls", "message"),
     [
         (NoHelp, "NoHelp.seed has no help"),
         (BadType, "BadType.weights: unsupported type"),
         (BadDefault, "BadDefault.seed: bad default: expected an integer, got None"),
+        (BadBound, "BadBound.name: unsupported type"),
+        (UnknownMetadata, r"UnknownMetadata.lr: unknown metadata \['positive'\]"),
+        (DefaultOutOfBounds, "DefaultOutOfBounds.lr: bad default: must be > 0, got 0.0"),
     ],
 )
 def test_developer_mistakes_raise_type_error_when_building_the_parser(cls, message) -> None:

@@ -52,7 +52,7 @@ def played():
 
 
 def learner_batch(chunks, i: int):
-    cfg = ActorConfig(unroll_length=T)
+    cfg = ActorConfig()
     msg = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", i, chunks[i])))
     return collate([to_host(msg, 4, pin=False)], torch.device("cpu"))
 
@@ -75,11 +75,15 @@ def test_each_step_records_the_logits_of_the_stack_it_saw(played):
     action (not a neighbour's), and with this peaked policy the actions are nearly all their
     argmax (the sampler's distribution itself: tests/actor/test_rollout.py)."""
     model, chunks, fed_stacks, fed_last = played
-    logits = torch.from_numpy(np.concatenate([c.logits for c in chunks]))  # [3T, K, A]
+    logits = torch.from_numpy(
+        np.concatenate([c.arrays["behaviour_logits"] for c in chunks])
+    )  # [3T, K, A]
     with torch.no_grad():
         want = model(fed_stacks.flatten(0, 1), fed_last.flatten()).logits.view(logits.shape)
     torch.testing.assert_close(logits, want, rtol=1e-5, atol=1e-5)
-    actions = torch.from_numpy(np.concatenate([c.actions for c in chunks]).astype(np.int64))
+    actions = torch.from_numpy(
+        np.concatenate([c.arrays["actions"] for c in chunks]).astype(np.int64)
+    )
     assert (actions == logits.argmax(-1)).float().mean() > 0.8
 
 

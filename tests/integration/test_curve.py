@@ -16,7 +16,7 @@ from tests import procs
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 LEARNER_ARGS = ["--unroll-length", "16", "--batch-chunks", "2", "--replay-capacity", "0"]
-ACTOR_ARGS = ["--num-envs", "1", "--unroll-length", "16"]
+ACTOR_ARGS = ["--num-envs", "1"]
 
 
 def keys_script(*args: object) -> None:

@@ -26,8 +26,6 @@ ACTOR_ARGS = [
     "1-1",
     "--num-envs",
     "2",
-    "--unroll-length",
-    "16",
     "--heartbeat-interval-s",
     "0.5",
     "--learner-timeout-s",

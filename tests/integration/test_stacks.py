@@ -47,15 +47,15 @@ def run_lane(spec: EnvSpec, num_envs: int, T: int, chunks: int, seed: int):
 
 
 def test_learner_stacks_equal_actor_stacks():
-    cfg = ActorConfig(level="tests.fakes:Corridor-v0", frame_skip=1, unroll_length=7)
+    cfg = ActorConfig(level="tests.fakes:Corridor-v0", frame_skip=1)
     spec = EnvSpec(level=cfg.level, frame_skip=1, no_progress_steps=9)
     finished, seen, seen_last = run_lane(spec, num_envs=3, T=7, chunks=12, seed=0)
     assert len(finished) == 12
-    ended = sum(int(c.terminated.sum() + c.truncated.sum()) for c in finished)
-    truncations = sum(int(c.truncated.sum()) for c in finished)
+    ended = sum(int(c.arrays["terminated"].sum() + c.arrays["truncated"].sum()) for c in finished)
+    truncations = sum(int(c.arrays["truncated"].sum()) for c in finished)
     assert ended > 5 and truncations > 0, "the test must cross episode ends of both kinds"
-    for i, arrays in enumerate(finished):
-        chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", i, arrays)))
+    for i, done in enumerate(finished):
+        chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", i, done)))
         batch = collate([to_host(chunk, 1, pin=False)], torch.device("cpu"))
         rebuilt = stack_frames(batch.frames, batch.first)  # [T+1, K, 4, H, W]
         torch.testing.assert_close(rebuilt[:7], seen[i], rtol=0, atol=0)
@@ -76,30 +76,32 @@ def test_final_stack_is_the_real_next_observation():
     for t in range(8):  # actions 2..4 stand still in the corridor: no progress
         lane.act(np.array([2 + t % 3]), np.zeros((1, 7), np.float32), 0)
         lane.step()
-    (arrays,) = lane.take_finished()
-    (t, k), final = arrays.final_index[0], arrays.final_frames[0]
-    assert t == 4 and k == 0  # five steps without progress: cut after the fifth
-    cfg = ActorConfig(level=spec.level, frame_skip=1, unroll_length=8)
-    chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", 0, arrays)))
+    (done,) = lane.take_finished()
+    t, final, frames = (
+        done.arrays["final_t"][0],
+        done.arrays["final_frames"][0],
+        done.arrays["frames"],
+    )
+    assert t == 4  # five steps without progress: cut after the fifth
+    cfg = ActorConfig(level=spec.level, frame_skip=1)
+    chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", 0, done)))
     batch = collate([to_host(chunk, 1, pin=False)], torch.device("cpu"))
     got = final_stacks(batch)[0]  # [4, H, W]
-    expected = np.stack(
-        [arrays.frames[3 + t - 2, 0], arrays.frames[3 + t - 1, 0], arrays.frames[3 + t, 0], final]
-    )
+    expected = np.stack([frames[3 + t - 2, 0], frames[3 + t - 1, 0], frames[3 + t, 0], final])
     np.testing.assert_array_equal(got.numpy(), expected)
     assert batch.final_t.tolist() == [4]
     assert final_previous_actions(batch).tolist() == [3]  # the action of the cut step, 2 + 4 % 3
-    assert arrays.first[3 + t + 1, 0]  # the slot after the cut holds the next episode's frame
+    assert done.arrays["first"][3 + t + 1, 0]  # the slot after the cut: the next episode's
 
 
 @pytest.mark.slow
 def test_mario_stacks_across_deaths_and_chunks():
-    cfg = ActorConfig(unroll_length=16)
+    cfg = ActorConfig()
     spec = EnvSpec(no_progress_steps=16)
     finished, seen, seen_last = run_lane(spec, num_envs=2, T=16, chunks=8, seed=1)
-    assert sum(int(c.terminated.sum() + c.truncated.sum()) for c in finished) > 0
-    for i, arrays in enumerate(finished):
-        chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", i, arrays)))
+    assert sum(int(c.arrays["terminated"].sum() + c.arrays["truncated"].sum()) for c in finished)
+    for i, done in enumerate(finished):
+        chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", i, done)))
         batch = collate([to_host(chunk, 4, pin=False)], torch.device("cpu"))
         rebuilt = stack_frames(batch.frames, batch.first)
         torch.testing.assert_close(rebuilt[:16], seen[i], rtol=0, atol=0)

@@ -25,8 +25,7 @@ LEARNER_ARGS = (
     "--heartbeat-interval-s 0.5 --actor-timeout-s 4 --replay-capacity 0"
 )
 ACTOR_ARGS = (
-    "--num-envs 1 --unroll-length 16 --heartbeat-interval-s 0.5 --learner-timeout-s 3 "
-    "--reconnect-backoff-max-s 2"
+    "--num-envs 1 --heartbeat-interval-s 0.5 --learner-timeout-s 3 --reconnect-backoff-max-s 2"
 )
 
 

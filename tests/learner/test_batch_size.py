@@ -79,8 +79,9 @@ def test_inconsistent_batch_limits_are_refused(capsys):
     err = refused(capsys, "--batch-chunks", "2", "--max-batch-chunks", "6")
     assert "give --batch-chunks or --min/--max-batch-chunks, not both" in err
     err = refused(capsys, "--batch-chunks", "0", "--min-batch-chunks", "0", "--batch-wait-s", "-1")
-    assert "batch_chunks must be >= 1" in err and "min_batch_chunks must be >= 1" in err
-    assert "batch_wait_s must be >= 0" in err
+    assert "--batch-chunks: must be >= 1, got 0" in err
+    assert "--min-batch-chunks: must be >= 1, got 0" in err
+    assert "--batch-wait-s: must be >= 0, got -1.0" in err
 
 
 # ---- a real train loop ------------------------------------------------------------------------
@@ -111,7 +112,7 @@ class Running:
         else:
             self.loop.ingest.start()
         self.actor = Client(port)
-        self.actor.send(register(model_spec=self.cfg.model_spec().to_wire()))
+        self.actor.send(register())
         assert self.actor.recv().credits == 16
         self.seq = 0
 

@@ -11,47 +11,24 @@ import zmq
 from common import wire
 from common.metrics import LearnerMetrics
 from learner.ingest import Ingest, IngestSettings
+from tests.fakes import make_chunk
 from tests.procs import free_port
 
 T, K, A, S = 4, 2, 7, 84
 MODEL = {"arch": "nature", "num_actions": A, "stack": 4, "frame_size": S}
 ENV = {"level": "1-1", "action_set": "simple", "frame_size": S, "frame_skip": 4}
+WELCOME = wire.Welcome(credits=2, policy_version=0, unroll_length=T, model_spec=MODEL)
 
 
 def register(**kw) -> wire.Register:
-    fields = dict(
-        run_id="r",
-        actor_id=0,
-        instance_id="i0",
-        env_spec=ENV,
-        model_spec=MODEL,
-        num_envs=K,
-        unroll_length=T,
-    )
+    fields = dict(run_id="r", actor_id=0, instance_id="i0", env_spec=ENV, num_envs=K)
     return wire.Register(**{**fields, **kw})
 
 
 def chunk(version: int = 0, seq: int = 0, **kw) -> wire.Chunk:
-    fields = dict(
-        actor_id=0,
-        instance_id="i0",
-        seq=seq,
-        level="1-1",
-        policy_version=version,
-        send_time=time.time(),
-        episodes=(),
-        frames=np.zeros((T + 4, K, S, S), np.uint8),
-        first=np.zeros((T + 4, K), bool),
-        actions=np.zeros((T, K), np.uint8),
-        rewards=np.zeros((T, K), np.float32),
-        terminated=np.zeros((T, K), bool),
-        truncated=np.zeros((T, K), bool),
-        logits=np.zeros((T, K, A), np.float32),
-        final_frames=np.zeros((0, S, S), np.uint8),
-        final_index=np.zeros((0, 2), np.int32),
-        last_actions=np.zeros((K,), np.uint8),
-    )
-    return wire.Chunk(**{**fields, **kw})
+    """A chunk of the learner's T, frame size and actions, from actor 0 unless `kw` says."""
+    fields = dict(actor_id=0, instance_id="i0", seq=seq, policy_version=version, episodes=())
+    return make_chunk(T=T, K=K, H=S, W=S, A=A, **{**fields, **kw})
 
 
 class Client:
@@ -120,7 +97,7 @@ def wait_for(check, timeout_s=5.0):
 def test_registration_grants_credits_and_chunks_are_queued(ingest):
     c = Client(ingest.port)
     c.send(register())
-    assert c.recv() == wire.Credit(credits=2, policy_version=0)
+    assert c.recv() == WELCOME  # what to build: the network and T, with the first credits
     c.send(
         chunk(
             episodes=(
@@ -137,7 +114,7 @@ def test_registration_grants_credits_and_chunks_are_queued(ingest):
     )
     assert isinstance(c.recv(), wire.Credit)  # the accepted chunk earns its credit back
     (got,) = ingest.take(1, timeout_s=2)
-    assert got.frames.shape == (T + 4, K, S, S) and got.frame_skip == 4
+    assert got.arrays["frames"].shape == (T + 4, K, S, S) and got.env_frames == T * K * 4
     assert counter(ingest, "mario_learner_chunks_total", result="accepted") == 1
     assert counter(ingest, "mario_episodes_total", level="1-1", outcome="death") == 1
 
@@ -163,11 +140,25 @@ def test_unknown_actor_is_refused_and_spec_mismatch_is_fatal(ingest):
     refusal = c.recv()
     assert isinstance(refusal, wire.Refuse) and not refusal.fatal and "register" in refusal.reason
     assert len(ingest.queue) == 0
-    c.send(register(run_id="other", unroll_length=9, env_spec={**ENV, "action_set": "complex"}))
+    c.send(register(run_id="other", env_spec={**ENV, "action_set": "complex"}))
     refusal = c.recv()
     assert isinstance(refusal, wire.Refuse) and refusal.fatal
-    for word in ("run_id", "'other'", "unroll_length is 9", "action_set"):
-        assert word in refusal.reason
+    assert "--run-id is 'other' on the actor but 'r' on the learner" in refusal.reason
+    assert "--action-set is 'complex' on the actor but 'simple' on the learner" in refusal.reason
+
+
+@pytest.mark.parametrize("cutoff", [1, T - 1])
+def test_a_cutoff_below_the_learners_unroll_length_is_refused(ingest, cutoff):
+    """The learner's T decides whether the actor's no-progress cutoff fits in a chunk."""
+    c = Client(ingest.port)
+    c.send(register(env_spec={**ENV, "no_progress_steps": cutoff}))
+    refusal = c.recv()
+    assert isinstance(refusal, wire.Refuse) and refusal.fatal
+    assert f"--no-progress-steps is {cutoff} on the actor, below the learner's " in refusal.reason
+    assert f"--unroll-length {T}" in refusal.reason
+    for fine in (0, T):  # off, or one truncation per env and chunk at most
+        c.send(register(env_spec={**ENV, "no_progress_steps": fine}))
+        assert c.recv() == WELCOME
 
 
 def test_stale_chunks_are_dropped_but_return_credit(ingest):
@@ -185,7 +176,7 @@ def test_full_queue_stops_granting_credits_until_drained(ingest):
     actors = [Client(ingest.port) for _ in range(3)]
     for i, c in enumerate(actors):
         c.send(register(actor_id=i, instance_id=f"i{i}"))
-        assert c.recv().credits == 2
+        assert c.recv().credits == 2  # the Welcome's
     for i, c in enumerate(actors):  # 6 chunks for a queue of 3
         for s in range(2):
             c.send(chunk(seq=s, actor_id=i, instance_id=f"i{i}"))

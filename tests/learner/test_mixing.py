@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from learner.mixing import ReplayMixer, concat, from_sequences, to_sequences
+from learner.batching import Batch, concat, from_sequences, to_sequences
+from learner.mixing import ReplayMixer
 from learner.replay import PrioritizedReplay
-from learner.update import Batch
 
 T, A, S = 3, 5, 6
 
@@ -29,8 +29,9 @@ def batch(n: int, seed: int) -> Batch:
 
 
 def same(a: Batch, b: Batch) -> None:
-    for name in Batch._fields:
-        torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=0, atol=0)
+    assert vars(a).keys() == vars(b).keys()
+    for name, tensor in vars(a).items():
+        torch.testing.assert_close(tensor, getattr(b, name), rtol=0, atol=0)
 
 
 def mixer(fraction=0.5, ratio=4.0, min_size=4, capacity=64) -> ReplayMixer:

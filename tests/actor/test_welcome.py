@@ -1,0 +1,105 @@
+"""The actor builds what the learner's Welcome names, over real sockets against a ROUTER standing
+in for the learner: the network and the unroll length, and both again when a re-registration (a
+learner restarted with another config) names others."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+import zmq
+
+from actor.config import ActorConfig
+from actor.link import FatalRefusal, welcomed_spec
+from actor.main import Actor
+from common import wire
+from common.model import ActorCritic, ModelSpec
+from tests import procs
+
+SPECS = [ModelSpec(), ModelSpec(arch="nature", last_action=False)]  # first learner, then second
+
+
+def weights(spec: ModelSpec) -> wire.Weights:
+    tensors = {k: v.numpy() for k, v in ActorCritic(spec).state_dict().items()}
+    return wire.Weights(policy_version=1, tensors=tensors, model_spec=spec.to_wire())
+
+
+class FakeLearner:
+    """Answers as a learner does: a Welcome for `spec` and T, its weights, a credit per chunk."""
+
+    def __init__(self, port: int):
+        self.router = zmq.Context.instance().socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 0)
+        self.router.bind(f"tcp://127.0.0.1:{port}")
+        self.spec, self.T = SPECS[0], 4
+        self.chunks: list[wire.Chunk] = []
+
+    def send(self, identity: bytes, msg: wire.Message) -> None:
+        self.router.send_multipart([identity, *wire.encode(msg)])
+
+    def serve_until(self, done, timeout_s: float = 60) -> bytes:
+        deadline = time.monotonic() + timeout_s
+        identity = b""
+        while not done():
+            assert time.monotonic() < deadline, f"gave up with {len(self.chunks)} chunks"
+            if not self.router.poll(50):
+                continue
+            identity, *frames = self.router.recv_multipart()
+            msg = wire.decode(frames)
+            if isinstance(msg, wire.Register):
+                model_spec = self.spec.to_wire()
+                self.send(identity, wire.Welcome(credits=2, policy_version=1,
+                                                 unroll_length=self.T, model_spec=model_spec))  # fmt: skip
+            elif isinstance(msg, wire.WeightsRequest):
+                self.send(identity, weights(self.spec))
+            elif isinstance(msg, wire.Chunk):
+                self.chunks.append(msg)
+                self.send(identity, wire.Credit(credits=1, policy_version=1))
+        return identity
+
+
+def test_a_new_learner_config_rebuilds_model_and_lanes(caplog):
+    port = procs.free_port(2)
+    learner = FakeLearner(port)
+    level = "tests.fakes:Corridor-v0"
+    address = f"127.0.0.1:{port}"
+    actor = Actor(ActorConfig(learner=address, num_envs=3, level=level, frame_skip=1))
+    player = threading.Thread(target=actor.run)
+    caplog.set_level(logging.WARNING, logger="actor")
+    player.start()
+    try:
+        identity = learner.serve_until(lambda: len(learner.chunks) >= 3)
+        assert {c.unroll_length for c in learner.chunks} == {4}
+        assert actor.model.spec == SPECS[0]
+        # the learner restarts with another T and network and no longer knows the actor
+        learner.spec, learner.T = SPECS[1], 6
+        learner.send(identity, wire.Refuse(reason="unknown actor: register first", fatal=False))
+        first_new = len(learner.chunks)
+        learner.serve_until(lambda: sum(c.unroll_length == 6 for c in learner.chunks) >= 3)
+        lengths = [c.unroll_length for c in learner.chunks[first_new:]]
+        assert lengths[lengths.index(6) :] == [6] * (len(lengths) - lengths.index(6))
+        assert actor.model.spec == SPECS[1]
+        assert all(c.num_envs in (1, 2) and c.num_actions == 7 for c in learner.chunks)
+        assert "model and lanes rebuilt" in caplog.text
+    finally:
+        actor.stop()
+        player.join(10)
+        actor.close()
+        learner.router.close(linger=0)
+    assert not player.is_alive()
+
+
+def test_a_network_the_actor_cannot_build_is_fatal():
+    ok = wire.Welcome(credits=1, policy_version=0, unroll_length=8, model_spec=SPECS[0].to_wire())
+    assert welcomed_spec(ok, 7) == SPECS[0]
+    for spec, words in [
+        ({**SPECS[0].to_wire(), "arch": "lstm"}, "arch must be one of"),
+        ({**SPECS[0].to_wire(), "depth": 3}, "depth"),
+        (SPECS[0].to_wire(), "num_actions is 7, this actor's action set has 12"),
+    ]:
+        bad = wire.Welcome(credits=1, policy_version=0, unroll_length=8, model_spec=spec)
+        with pytest.raises(FatalRefusal, match="cannot build the learner's network") as info:
+            welcomed_spec(bad, 12 if "num_actions" in words else 7)
+        assert words in str(info.value)
