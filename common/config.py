@@ -32,15 +32,15 @@ import dataclasses
 import difflib
 import functools
 import json
-import os
 import sys
-import tempfile
 import tomllib
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
+
+from common.rundir import atomic_write
 
 _NOUN = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 
@@ -108,27 +108,9 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 
 def write_resolved(cfg: Any, path: Path) -> None:
-    """Write the config to `path` as pretty JSON, atomically: a reader (or a crash) sees either
-    the old file or the whole new one, never a torn write."""
-    path = Path(path)
+    """Write the config to `path` as pretty JSON, whole or not at all (common/rundir.py)."""
     text = json.dumps(to_dict(cfg), indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), 0o644)  # mkstemp makes it 0600; this is not a secret
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write(Path(path), lambda f: f.write(text.encode()))
 
 
 def _build[T](cls: type[T], layers: Sequence[_Layer], problems: Sequence[str] = ()) -> T:

@@ -36,7 +36,7 @@ from common.model import ActorCritic
 from learner.batching import collate
 from learner.config import LearnerConfig
 from learner.ingest import to_host
-from learner.main import build_training
+from learner.loop import build_training
 
 
 def probe(

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.rundir import RunDir
+
 PREFIX = "MARIO_"
 
 
@@ -188,8 +190,7 @@ def actor_argv(h: Host, actor_id: int) -> list[str]:
 
 
 def eval_argv(h: Host) -> list[str]:
-    eval_dir = str(Path(h.run) / "eval")
-    argv = _actor_common(h, h.eval_id) + ["--eval", "--eval-dir", eval_dir]
+    argv = _actor_common(h, h.eval_id) + ["--eval", "--eval-dir", str(RunDir(h.run).eval)]
     return argv + shlex.split(h.actor_args)
 
 

@@ -13,7 +13,7 @@ import pytest
 from common.metrics import LearnerMetrics
 from learner.config import LearnerConfig
 from learner.ingest import BindError
-from learner.main import TrainLoop
+from learner.loop import TrainLoop
 from tests import procs
 from tests.procs import free_port
 
