@@ -69,18 +69,19 @@ class TrainLoop:
         self._lock_fd = checkpoint.lock_run_dir(self.run_dir)
         self.curve: curve.CurveServer | None = None
         try:
-            self._build()
+            self._build_training()
+            self._build_io()
         except BaseException:  # a refused checkpoint, a port in use: free what was taken
             if self.curve:
                 self.curve.stop()
             checkpoint.unlock_run_dir(self._lock_fd)
             raise
 
-    def _build(self) -> None:
+    def _build_training(self) -> None:
+        """The learner, resumed from the run's checkpoint, and how many passes it makes."""
         cfg, metrics = self.cfg, self.metrics
         config_io.write_resolved(cfg, self.run_dir.config)
         torch.manual_seed(cfg.seed)
-        self.model_spec = cfg.model_spec()
         self.learner, self.mixer = build_training(cfg, self.device)
         self.model = self.learner.model
         if self.mixer is not None:
@@ -94,10 +95,26 @@ class TrainLoop:
         metrics.policy_version.set(self.learner.updates)
         metrics.run_env_frames.set(self.totals.env_frames)
         metrics.set_build_info(str(self.device))
+        replayed = cfg.replay_fraction / (1 - cfg.replay_fraction) if self.mixer else 0.0
+        self.reuse_limits = reuse.ReuseLimits(
+            min_epochs=cfg.epochs,
+            max_epochs=cfg.max_epochs,
+            max_sample_insert_ratio=cfg.replay_max_sample_insert_ratio,
+            sequences_per_fresh=1.0 + replayed,
+        )
+        self.epochs = cfg.epochs
+        self.batch_size = cfg.batch_size()
+        # Waiting means idle hardware only when the learner has a device of its own: a CPU
+        # learner's wait is CPU time its actors use on the same cores.
+        self.adapt_epochs = cfg.max_epochs > cfg.epochs and self.device.type == "cuda"
+
+    def _build_io(self) -> None:
+        """The sockets (bound here), the weight publisher and the telemetry."""
+        cfg, model_spec = self.cfg, self.model.spec.to_wire()
         settings = IngestSettings(
             run_id=cfg.run_id,
             env_spec={"action_set": cfg.action_set, "frame_size": cfg.frame_size},
-            model_spec=self.model_spec.to_wire(),
+            model_spec=model_spec,
             unroll_length=cfg.unroll_length,
             credits_per_actor=cfg.credits_per_actor,
             queue_chunks=cfg.queue_chunks,
@@ -112,31 +129,17 @@ class TrainLoop:
             log.info("CURVE on: %d authorised actor keys", self.curve.authorized_keys)
         self.ingest = Ingest(
             settings,
-            metrics,
+            self.metrics,
             lambda: self.learner.updates,
             host=cfg.host,
             port=cfg.port,
             context=context,
             socket_options=self.curve.socket_options if self.curve else None,
         )
-        self.publisher = Publisher(
-            self.ingest.publish, self.model_spec.to_wire(), cfg.weights_dtype
-        )
+        self.publisher = Publisher(self.ingest.publish, model_spec, cfg.weights_dtype)
         self.telemetry = Telemetry(
-            metrics, self.run_dir, self.learner, self.mixer, self.ingest, cfg.status_interval_s
+            self.metrics, self.run_dir, self.learner, self.mixer, self.ingest, cfg.status_interval_s
         )
-        replayed = cfg.replay_fraction / (1 - cfg.replay_fraction) if self.mixer else 0.0
-        self.reuse_limits = reuse.ReuseLimits(
-            min_epochs=cfg.epochs,
-            max_epochs=cfg.max_epochs,
-            max_sample_insert_ratio=cfg.replay_max_sample_insert_ratio,
-            sequences_per_fresh=1.0 + replayed,
-        )
-        self.epochs = cfg.epochs
-        self.batch_size = cfg.batch_size()
-        # Waiting means idle hardware only when the learner has a device of its own: a CPU
-        # learner's wait is CPU time its actors use on the same cores.
-        self.adapt_epochs = cfg.max_epochs > cfg.epochs and self.device.type == "cuda"
 
     def save_checkpoint(self) -> Path:
         state = checkpoint.learner_state(self.learner, self.totals, config_io.to_dict(self.cfg))
