@@ -109,8 +109,7 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 def write_resolved(cfg: Any, path: Path) -> None:
     """Write the config to `path` as pretty JSON, whole or not at all (common/rundir.py)."""
-    text = json.dumps(to_dict(cfg), indent=2) + "\n"
-    atomic_write(Path(path), lambda f: f.write(text.encode()))
+    atomic_write(Path(path), (json.dumps(to_dict(cfg), indent=2) + "\n").encode())
 
 
 def _build[T](cls: type[T], layers: Sequence[_Layer], problems: Sequence[str] = ()) -> T:

@@ -40,15 +40,19 @@ class RunDir:
         self.supervisord_pid = self.root / "supervisord.pid"
 
 
-def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Write `path` whole or not at all: `write(f)` fills a temp file beside it
-    (.NAME.tmp-PID), which is fsynced and renamed over `path`; the directory is fsynced so that
-    the rename survives a power cut. A reader sees the old file or the new one; a crash leaves at
-    most the temp file (the learner removes those in checkpoints/ when it starts)."""
+def atomic_write(path: Path, content: bytes | Callable[[BinaryIO], object]) -> None:
+    """Write `path` whole or not at all: `content` (bytes, or a function that writes them to the
+    file it is given) goes to a temp file beside it (.NAME.tmp-PID), which is fsynced and renamed
+    over `path`; the directory is fsynced so that the rename survives a power cut. A reader sees
+    the old file or the new one; a crash leaves at most the temp file (the learner removes those
+    in checkpoints/ when it starts)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
-            write(f)
+            if callable(content):
+                content(f)
+            else:
+                f.write(content)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -71,7 +71,7 @@ def save(run: RunDir, state: dict[str, Any], policy_version: int, keep: int = 3)
     run.checkpoints.mkdir(parents=True, exist_ok=True)
     path = run.checkpoints / f"ckpt-{policy_version:010d}.pt"
     atomic_write(path, lambda f: torch.save(state, f))
-    atomic_write(run.latest, lambda f: f.write(path.name.encode() + b"\n"))
+    atomic_write(run.latest, path.name.encode() + b"\n")
     for old in sorted(run.checkpoints.glob("ckpt-*.pt"))[:-keep]:
         old.unlink(missing_ok=True)
     return path

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.rundir import RunDir
+from common.rundir import RunDir, atomic_write
 
 PREFIX = "MARIO_"
 
@@ -234,7 +234,5 @@ def write_targets(h: Host) -> list[Path]:
             for i in ids
         ]
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(json.dumps(entries, indent=2) + "\n")
-        os.replace(tmp, target)
+        atomic_write(target, (json.dumps(entries, indent=2) + "\n").encode())
     return list(lists)

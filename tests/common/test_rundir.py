@@ -14,7 +14,7 @@ from common.rundir import append_lines, atomic_write, temp_files
 
 def test_atomic_write_replaces_the_file_whole_or_not_at_all(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "config.json"
-    atomic_write(path, lambda f: f.write(b"old"))
+    atomic_write(path, b"old")
     atomic_write(path, lambda f: f.write(b"new"))  # replaces the old file
     assert path.read_bytes() == b"new"
 
@@ -23,14 +23,14 @@ def test_atomic_write_replaces_the_file_whole_or_not_at_all(tmp_path: Path, monk
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="disk gone"):
-        atomic_write(path, lambda f: f.write(b"lost"))
+        atomic_write(path, b"lost")
     assert path.read_bytes() == b"new"  # the old file, whole
     assert os.listdir(tmp_path) == ["config.json"]  # no temp file left behind
 
 
 def test_the_temp_file_is_named_where_the_learners_cleanup_finds_it(tmp_path: Path) -> None:
     path = tmp_path / "latest"
-    atomic_write(path, lambda f: f.write(b"ckpt-1.pt\n"))
+    atomic_write(path, b"ckpt-1.pt\n")
 
     def interrupted(f) -> None:
         f.write(b"ckpt-")  # a kill -9 now would leave this temp file; the learner removes it

@@ -161,7 +161,7 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
     eval_metrics = actor_metrics + 2  # 2 actors, then the eval actor (id 2)
     targets = tmp_path / "targets"
     written = write_targets(
-        Host(n=2, actor_metrics_base=actor_metrics, targets=str(targets / "actors.json"))
+        Host(n=2, actor_metrics_base=actor_metrics, targets=str(targets / "actors.json"), eval=True)
     )
     assert written == [targets / "actors.json", targets / "eval.json"]
     config = tmp_path / "prometheus.yml"
