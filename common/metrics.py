@@ -374,12 +374,6 @@ class MetricsServer:
         self.server.server_close()
         self.thread.join(timeout_s)
 
-    def __enter__(self) -> MetricsServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 class MetricsPortError(RuntimeError):
     """The /metrics server cannot listen on its address."""

@@ -1,18 +1,7 @@
-"""The run directory's layout, written once, and the two ways anything is written there.
-
-    RUN/config.json         the learner's resolved config
-    RUN/checkpoints/        ckpt-<policy version>.pt, the newest few, and `latest` naming the newest
-    RUN/metrics.jsonl       a row of the learner's numbers every few seconds (`make report`)
-    RUN/episodes.jsonl      a row per training episode the actors report (learning curves)
-    RUN/eval/               the eval actor's and `make eval`'s videos and summaries
-    RUN/logs/               supervisord's log and its programs'
-    RUN/.lock               flocked by the learner that owns the run; holds its pid
-    RUN/supervisor.sock     supervisord's XML-RPC socket } also named in
-    RUN/supervisord.pid     supervisord's pid file        } deploy/supervisord/mario-impala.conf
-
-Files are replaced whole (`atomic_write`: config.json, checkpoints, `latest`) or appended to
-line by line (`append_lines`: the .jsonl logs), so a crash never leaves a torn file behind, at
-most a temp file or a torn last line that readers skip.
+"""The run directory's layout, written once, and the two ways anything is written there: files
+replaced whole (`atomic_write`: config.json, checkpoints, `latest`) and logs appended to line by
+line (`append_lines`: the .jsonl logs). A crash never leaves a torn file behind, at most a temp
+file or a torn last line that readers skip.
 """
 
 from __future__ import annotations
@@ -28,14 +17,15 @@ class RunDir:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
-        self.config = self.root / "config.json"
-        self.checkpoints = self.root / "checkpoints"
-        self.latest = self.checkpoints / "latest"
-        self.metrics = self.root / "metrics.jsonl"
-        self.episodes = self.root / "episodes.jsonl"
-        self.eval = self.root / "eval"
-        self.logs = self.root / "logs"
-        self.lock = self.root / ".lock"
+        self.config = self.root / "config.json"  # the learner's resolved config
+        self.checkpoints = self.root / "checkpoints"  # ckpt-<policy version>.pt, the newest few
+        self.latest = self.checkpoints / "latest"  # names the newest checkpoint
+        self.metrics = self.root / "metrics.jsonl"  # the learner's numbers every few seconds
+        self.episodes = self.root / "episodes.jsonl"  # a row per training episode
+        self.eval = self.root / "eval"  # the eval actor's and `make eval`'s videos, summaries
+        self.logs = self.root / "logs"  # supervisord's log and its programs'
+        self.lock = self.root / ".lock"  # flocked by the learner that owns the run; its pid
+        # supervisord's, named in deploy/supervisord/mario-impala.conf too
         self.supervisor_socket = self.root / "supervisor.sock"
         self.supervisord_pid = self.root / "supervisord.pid"
 

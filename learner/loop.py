@@ -189,11 +189,12 @@ class TrainLoop:
             if self.mixer is not None:
                 with self.metrics.replay_sample_seconds.time():
                     mixed = self.mixer.mix(batch, self.learner.updates)
-            stats = self.learner.step(mixed.batch if mixed else batch, epochs=self.epochs)
+                batch = mixed.batch  # the fresh sequences, then the replayed ones
+            stats = self.learner.step(batch, epochs=self.epochs)
             replayed = 0
             if mixed is not None:
                 self.mixer.after_update(mixed, stats.priorities)
-                replayed = (mixed.batch.num_sequences - mixed.fresh) * batch.unroll_length
+                replayed = (batch.num_sequences - mixed.fresh) * batch.unroll_length
             frames = sum(c.actions.numel() * c.frame_skip for c in chunks)
             self.totals = Totals(self.totals.env_frames + frames, self.totals.agent_steps + steps)
             compute_s = time.perf_counter() - compute_start

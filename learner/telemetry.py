@@ -17,6 +17,7 @@ import numpy as np
 from common import status
 from common.metrics import LearnerMetrics, RateWindow
 from common.rundir import RunDir, append_lines
+from common.wire import EpisodeStats
 from learner.checkpoint import Totals
 from learner.ingest import HostChunk, Ingest
 from learner.mixing import ReplayMixer
@@ -50,6 +51,7 @@ class Telemetry:
     def started(self, totals: Totals) -> None:
         """The learner serves from now on: t = 0 of its learning curves."""
         self.metrics.start_time.set_to_current_time()
+        self._last_record = self._last_status = time.monotonic()
         start = {"event": "start", "time": time.time(), "env_frames": totals.env_frames}
         append_lines(self.run.episodes, [json.dumps(start)])
 
@@ -63,9 +65,14 @@ class Telemetry:
             m.chunk_latency.observe(max(0.0, now - c.send_time))
 
     def updated(
-        self, stats: UpdateStats, totals: Totals, steps: int, replayed: int, frames: int,
+        self,
+        stats: UpdateStats,
+        totals: Totals,
+        steps: int,
+        replayed: int,
+        frames: int,
         compute_s: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """One update of `steps` fresh and `replayed` replayed agent steps (`frames` NES frames
         fresh), computed in `compute_s`; the run's totals now `totals`."""
         m = self.metrics
@@ -105,42 +112,29 @@ class Telemetry:
     def _record(self, stats: UpdateStats, totals: Totals) -> None:
         """The last update's losses, the rates and replay's state: as metrics and as a row of
         RUN/metrics.jsonl."""
-        m = self.metrics
+        m, eps = self.metrics, list(self.ingest.episodes)
         loss = {k: float(getattr(stats, k)) for k in ("total_loss", "pg_loss", "baseline_loss")}
+        entropy, grad_norm = float(stats.entropy), float(stats.grad_norm)
+        popart, clip_fraction = self.learner.popart, float(stats.clip_fraction)
+        value_scale = float(popart.stats.sigma(popart.min_sigma)) if popart else 1.0
+        sps = self.rate.rate()
         m.loss.labels("total").set(loss["total_loss"])
         m.loss.labels("policy").set(loss["pg_loss"])
         m.loss.labels("baseline").set(loss["baseline_loss"])
-        entropy = float(stats.entropy)
         m.loss.labels("entropy").set(-entropy)
         m.entropy.set(entropy)
-        m.grad_norm.set(float(stats.grad_norm))
-        clip_fraction = float(stats.clip_fraction)
+        m.grad_norm.set(grad_norm)
         m.clip_fraction.set(clip_fraction)
-        popart = self.learner.popart
-        value_scale = float(popart.stats.sigma(popart.min_sigma)) if popart else 1.0
         m.value_scale.set(value_scale)
-        sps = self.rate.rate()
         m.agent_steps_per_second.set(sps)
         m.samples_per_second.labels("fresh").set(sps)
-        eps = list(self.ingest.episodes)
-        row = {
-            "time": time.time(),
-            "updates": self.learner.updates,
-            "env_frames": totals.env_frames,
-            "agent_steps": totals.agent_steps,
-            "agent_steps_per_s": sps,
-            "mean_return": float(np.mean([e.episode_return for e in eps])) if eps else None,
-            "mean_max_x": float(np.mean([e.max_x for e in eps])) if eps else None,
-            "flag_rate": float(np.mean([e.flag for e in eps])) if eps else None,
-            "entropy": entropy,
-            "grad_norm": float(stats.grad_norm),
-            "clip_fraction": clip_fraction,
-            "epochs": stats.epochs,
-            "value_scale": value_scale,
-            "sgd_steps": self.learner.sgd_steps,
-            **loss,
-            **self._record_replay(),
-        }
+        row = {"time": time.time(), "updates": self.learner.updates}
+        row |= {"env_frames": totals.env_frames, "agent_steps": totals.agent_steps}
+        row |= {"agent_steps_per_s": sps, "mean_return": _mean(eps, "episode_return")}
+        row |= {"mean_max_x": _mean(eps, "max_x"), "flag_rate": _mean(eps, "flag")}
+        row |= {"entropy": entropy, "grad_norm": grad_norm, "clip_fraction": clip_fraction}
+        row |= {"epochs": stats.epochs, "value_scale": value_scale}
+        row |= {"sgd_steps": self.learner.sgd_steps, **loss, **self._record_replay()}
         append_lines(self.run.metrics, [json.dumps(row)])
 
     def _record_replay(self) -> dict[str, float]:
@@ -161,20 +155,14 @@ class Telemetry:
 
     def _log_episodes(self, totals: Totals) -> None:
         """Append every newly reported training episode to RUN/episodes.jsonl (learning curves)."""
-        lines = [
-            json.dumps(
-                {
-                    "time": t,
-                    "env_frames": totals.env_frames,
-                    "actor_id": actor_id,
-                    "level": e.level,
-                    "max_x": e.max_x,
-                    "flag": e.flag,
-                    "return": e.episode_return,
-                    "length": e.length,
-                    "outcome": e.outcome,
-                }
-            )
-            for t, actor_id, e in self.ingest.drain_episodes()
-        ]
-        append_lines(self.run.episodes, lines)
+        rows = []
+        for t, actor_id, e in self.ingest.drain_episodes():
+            row = {"time": t, "env_frames": totals.env_frames, "actor_id": actor_id}
+            row |= {"level": e.level, "max_x": e.max_x, "flag": e.flag, "return": e.episode_return}
+            rows.append(json.dumps(row | {"length": e.length, "outcome": e.outcome}))
+        append_lines(self.run.episodes, rows)
+
+
+def _mean(episodes: list[EpisodeStats], field: str) -> float | None:
+    """The mean of one field over `episodes`; None (null in the row) before the first one."""
+    return float(np.mean([getattr(e, field) for e in episodes])) if episodes else None
