@@ -60,7 +60,7 @@ def remove_stale_temps(run: RunDir) -> list[Path]:
     file is a dead process's half-written checkpoint (or `latest`): never loaded, and left alone
     it would cost a checkpoint's size of disk per crash.
     """
-    stale = temp_files(run.checkpoints) if run.checkpoints.is_dir() else []
+    stale = temp_files(run.checkpoints)
     for path in stale:
         path.unlink(missing_ok=True)
         log.warning("removed %s, a write that a crash interrupted", path.name)
