@@ -36,15 +36,15 @@ import difflib
 import functools
 import json
 import operator
-import os
 import sys
-import tempfile
 import tomllib
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
+
+from common.rundir import atomic_write
 
 _NOUN = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 
@@ -127,27 +127,8 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 
 def write_resolved(cfg: Any, path: Path) -> None:
-    """Write the config to `path` as pretty JSON, atomically: a reader (or a crash) sees either
-    the old file or the whole new one, never a torn write."""
-    path = Path(path)
-    text = json.dumps(to_dict(cfg), indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), 0o644)  # mkstemp makes it 0600; this is not a secret
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """Write the config to `path` as pretty JSON, whole or not at all (common/rundir.py)."""
+    atomic_write(Path(path), (json.dumps(to_dict(cfg), indent=2) + "\n").encode())
 
 
 def _build[T](cls: type[T], layers: Sequence[_Layer], problems: Sequence[str] = ()) -> T:

@@ -16,8 +16,8 @@ set by the scrape config, never a metric label. Known label values are created u
 `rate()` sees a series from zero, not from its first increment; pass `levels` to do the same for
 the per-level series.
 
-The loops set these numbers as they run; GPU telemetry (`common.gpu.GpuCollector`) is read from
-NVML at scrape time instead.
+The loops set these numbers as they run; the learner's GPU telemetry (learner/gpu.py) is read
+from NVML at scrape time instead.
 """
 
 from __future__ import annotations
@@ -44,23 +44,6 @@ from prometheus_client import (
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
-
-from common.gpu import GpuCollector, nvml_indices_for_visible_devices
-
-__all__ = [
-    "EVAL_POLICIES",
-    "OUTCOMES",
-    "REJECT_REASONS",
-    "ActorMetrics",
-    "EvalMetrics",
-    "GpuCollector",
-    "LearnerMetrics",
-    "MetricsServer",
-    "RateWindow",
-    "add_process_metrics",
-    "nvml_indices_for_visible_devices",
-    "serve",
-]
 
 OUTCOMES = ("flag", "death", "no_progress", "other")  # how an episode ended
 REJECT_REASONS = ("decode", "spec", "unknown_actor", "auth", "other")  # why a message was dropped
@@ -390,12 +373,6 @@ class MetricsServer:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout_s)
-
-    def __enter__(self) -> MetricsServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class MetricsPortError(RuntimeError):

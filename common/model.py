@@ -235,3 +235,19 @@ class ActorCritic(nn.Module):
                 )
             extra = self.last_action(last_action)  # [B, F]
         return self.trunk(x, extra)  # [B, F]
+
+
+class DeviceUnavailable(RuntimeError):
+    """--device names a CUDA device, but torch sees none."""
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device of a --device value: `auto` is CUDA when torch sees it, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise DeviceUnavailable(
+            f"--device {name} asked for, but torch sees no CUDA device; pass --device cpu"
+        )
+    return device

@@ -119,7 +119,7 @@ def verdict(now: dict[str, float], before: dict[str, float], window_s: float) ->
 
 
 def gpu_utilization(now: dict[str, float]) -> float | None:
-    """Mean utilisation of the learner's GPUs (NVML, common/gpu.py); None without a GPU."""
+    """Mean utilisation of the learner's GPUs (NVML, learner/gpu.py); None without a GPU."""
     values = [v for k, v in now.items() if k.startswith("mario_gpu_utilization_ratio")]
     return sum(values) / len(values) if values else None
 

@@ -1,9 +1,11 @@
-"""Run directory ownership, atomic checkpoints and crash-safe logs.
+"""Run directory ownership, atomic checkpoints, and resuming a learner from them.
 
-One run directory belongs to one learner: an exclusive flock on run_dir/.lock, held for the
-process's life, makes a second learner refuse to start. Checkpoints are written to a temp file in
-the same directory, fsynced, then renamed into place, so a crash never leaves a torn file; the
-`latest` file names the newest one and is replaced the same way. The newest `keep` are kept.
+One run directory belongs to one learner: an exclusive flock on RUN/.lock, held for the
+process's life, makes a second learner refuse to start. Checkpoints and the `latest` pointer are
+replaced whole (common/rundir.py's `atomic_write`), so a crash never leaves a torn file; the
+newest `keep` are kept. A checkpoint holds the learner (network, optimizer, PopArt, counters),
+the run's totals, the network's spec and the config; a learner resumes only from one whose
+network is the one its config describes.
 """
 
 from __future__ import annotations
@@ -11,10 +13,15 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
+
+from common.model import ModelSpec
+from common.rundir import RunDir, atomic_write, temp_files
+from learner.update import Learner
 
 log = logging.getLogger(__name__)
 
@@ -23,17 +30,17 @@ class RunDirBusy(RuntimeError):
     pass
 
 
-def lock_run_dir(run_dir: Path) -> int:
+def lock_run_dir(run: RunDir) -> int:
     """Take the run directory for this process; RunDirBusy if another learner holds it."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    run.root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run.lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
         os.close(fd)
         raise RunDirBusy(
-            f"run dir {run_dir} is in use by another learner (pid {holder}); "
+            f"run dir {run.root} is in use by another learner (pid {holder}); "
             "stop it or pass another --run-dir"
         ) from None
     os.ftruncate(fd, 0)
@@ -46,84 +53,110 @@ def unlock_run_dir(fd: int) -> None:
     os.close(fd)
 
 
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+def remove_stale_temps(run: RunDir) -> list[Path]:
+    """Delete the temp files of checkpoint writes that a crash interrupted; returns them.
 
-
-def append_lines(path: Path, lines: list[str]) -> None:
-    """Append whole lines to a log (metrics.jsonl, episodes.jsonl) in one write call.
-
-    A crash can still cut the last line short (a kill -9 during the write); the next append then
-    starts on a fresh line, so only that fragment is lost, never the record after it. Readers
-    skip lines that do not parse.
-    """
-    if not lines:
-        return
-    data = ("\n".join(lines) + "\n").encode()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            data = b"\n" + data  # a torn line from a crash: keep it apart from this record
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-
-
-def remove_stale_temps(ckpt_dir: Path) -> list[Path]:
-    """Delete the temp files of writes that a crash interrupted; returns what was removed.
-
-    Only the learner holding the run directory's lock writes here, so at its start every temp
+    Only the learner holding the run directory's lock writes there, so at its start every temp
     file is a dead process's half-written checkpoint (or `latest`): never loaded, and left alone
     it would cost a checkpoint's size of disk per crash.
     """
-    if not ckpt_dir.is_dir():
-        return []
-    stale = sorted(ckpt_dir.glob(".*.tmp-*"))
+    stale = temp_files(run.checkpoints)
     for path in stale:
         path.unlink(missing_ok=True)
         log.warning("removed %s, a write that a crash interrupted", path.name)
     return stale
 
 
-def save(ckpt_dir: Path, state: dict[str, Any], policy_version: int, keep: int = 3) -> Path:
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    path = ckpt_dir / f"ckpt-{policy_version:010d}.pt"
-    _atomic_write(path, lambda f: torch.save(state, f))
-    _atomic_write(ckpt_dir / "latest", lambda f: f.write(path.name.encode() + b"\n"))
-    for old in sorted(ckpt_dir.glob("ckpt-*.pt"))[:-keep]:
+def save(run: RunDir, state: dict[str, Any], policy_version: int, keep: int = 3) -> Path:
+    run.checkpoints.mkdir(parents=True, exist_ok=True)
+    path = run.checkpoints / f"ckpt-{policy_version:010d}.pt"
+    atomic_write(path, lambda f: torch.save(state, f))
+    atomic_write(run.latest, path.name.encode() + b"\n")
+    for old in sorted(run.checkpoints.glob("ckpt-*.pt"))[:-keep]:
         old.unlink(missing_ok=True)
     return path
 
 
-def latest_path(ckpt_dir: Path) -> Path | None:
+def latest_path(run: RunDir) -> Path | None:
     """The newest checkpoint: the highest version among ckpt-*.pt, each complete (written under
     a temp name, then renamed). `latest` names the same file, unless a crash fell between the
     rename and the pointer's own update: then the newer file wins, and nothing is lost."""
-    found = sorted(ckpt_dir.glob("ckpt-*.pt"))
-    pointer = ckpt_dir / "latest"
-    if pointer.exists():
-        named = ckpt_dir / pointer.read_text().strip()
+    found = sorted(run.checkpoints.glob("ckpt-*.pt"))
+    if run.latest.exists():
+        named = run.checkpoints / run.latest.read_text().strip()
         if not named.exists():
-            log.warning("%s names %s, which is missing; using the newest file", pointer, named.name)
+            log.warning(
+                "%s names %s, which is missing; using the newest file", run.latest, named.name
+            )
         elif found and named != found[-1]:
             log.warning(
-                "%s names %s, but %s is newer; using it", pointer, named.name, found[-1].name
+                "%s names %s, but %s is newer; using it", run.latest, named.name, found[-1].name
             )
     return found[-1] if found else None
 
 
 def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     return torch.load(path, map_location=map_location, weights_only=True)
+
+
+# ---- the learner's state ----------------------------------------------------------------------
+
+
+class Totals(NamedTuple):
+    """The run's totals, which a checkpoint carries beside the learner's own counters."""
+
+    env_frames: int = 0
+    agent_steps: int = 0
+
+
+def learner_state(learner: Learner, totals: Totals, config: dict[str, Any]) -> dict[str, Any]:
+    """What a checkpoint of `learner` holds (`resume` reads it back)."""
+    return {
+        "model": learner.model.state_dict(),
+        "optimizer": learner.optimizer.state_dict(),
+        "policy_version": learner.updates,
+        "sgd_steps": learner.sgd_steps,
+        "env_frames": totals.env_frames,
+        "agent_steps": totals.agent_steps,
+        "model_spec": learner.model.spec.to_wire(),
+        **({"popart": learner.popart.state_dict()} if learner.popart else {}),
+        "config": config,
+        "saved_at": time.time(),
+    }
+
+
+def resume(run: RunDir, learner: Learner, device: torch.device) -> Totals:
+    """Load the run's newest checkpoint into `learner`; the run's totals (zero without one).
+
+    SystemExit, naming the flags to change, for a checkpoint of another network or of a learner
+    with PopArt on where it is off, or off where it is on."""
+    path = latest_path(run)
+    if path is None:
+        log.info("no checkpoint in %s: starting fresh", run.root)
+        return Totals()
+    state = load(path, device)
+    saved, spec = ModelSpec.from_dict(state.get("model_spec") or {}), learner.model.spec
+    if saved != spec:
+        raise SystemExit(
+            f"learner: checkpoint {path} holds model {saved.to_wire()}, but the config asks "
+            f"for {spec.to_wire()}; use another --run-dir or the matching "
+            "--arch/--action-set/--[no-]last-action/--[no-]input-norm"
+        )
+    if learner.popart is not None and "popart" not in state:
+        raise SystemExit(
+            f"learner: checkpoint {path} was trained without PopArt, whose value head "
+            "predicts values in reward units; resume it with --no-popart or use another --run-dir"
+        )
+    if learner.popart is None and "popart" in state:
+        raise SystemExit(
+            f"learner: checkpoint {path} was trained with PopArt (its value head predicts "
+            "normalised values); resume it with --popart or use another --run-dir"
+        )
+    learner.model.load_state_dict(state["model"])
+    learner.optimizer.load_state_dict(state["optimizer"])
+    if learner.popart is not None:
+        learner.popart.load_state_dict(state["popart"])
+    learner.updates = int(state["policy_version"])
+    learner.sgd_steps = int(state.get("sgd_steps", learner.updates))
+    log.info("resumed from %s at policy version %d", path.name, learner.updates)
+    return Totals(int(state["env_frames"]), int(state["agent_steps"]))

@@ -23,23 +23,32 @@ from common.model import ActorCritic
 from common.stacking import STACK, stack_frames
 from learner import vtrace
 from learner.batching import Batch, select
+from learner.config import LearnerConfig
 from learner.losses import clipped_surrogate, normalize_advantages
 from learner.popart import PopArt
 
 
 class Hyper(NamedTuple):
-    discount: float = 0.99
-    reward_scale: float = 0.1
-    reward_clip: float = 1.0  # 0 = off
-    baseline_cost: float = 0.5
-    entropy_cost: float = 0.01
-    max_grad_norm: float = 40.0
-    clip_rho_threshold: float = 1.0
-    clip_pg_rho_threshold: float = 1.0
-    epochs: int = 1  # passes over each batch
-    minibatches: int = 1  # optimizer steps per pass, each on a disjoint set of whole sequences
-    ppo_clip: float = 0.0  # > 0: PPO's clipped surrogate on pi/mu (APPO); 0: IMPALA's gradient
-    normalize_advantages: bool = False  # per minibatch, zero mean and unit variance
+    """The update's settings: each is the LearnerConfig field of the same name (`from_config`),
+    with no default here, so that no Hyper can train with settings other than the config's."""
+
+    discount: float
+    reward_scale: float
+    reward_clip: float  # 0 = off
+    baseline_cost: float
+    entropy_cost: float
+    max_grad_norm: float
+    clip_rho_threshold: float
+    clip_pg_rho_threshold: float
+    epochs: int  # passes over each batch
+    minibatches: int  # optimizer steps per pass, each on a disjoint set of whole sequences
+    ppo_clip: float  # > 0: PPO's clipped surrogate on pi/mu (APPO); 0: IMPALA's gradient
+    normalize_advantages: bool  # per minibatch, zero mean and unit variance
+
+    @classmethod
+    def from_config(cls, cfg: LearnerConfig) -> Hyper:
+        """The fields of `cfg` that the update reads, by name."""
+        return cls(**{name: getattr(cfg, name) for name in cls._fields})
 
 
 class UpdateStats(NamedTuple):

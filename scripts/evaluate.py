@@ -48,7 +48,8 @@ from actor.evaluation import (
     write_video,
 )
 from common.env import EnvSpec, FrameEnv
-from common.model import ActorCritic, ModelSpec
+from common.model import ActorCritic, DeviceUnavailable, ModelSpec, resolve_device
+from common.rundir import RunDir
 
 
 class EvalError(Exception):
@@ -74,10 +75,12 @@ def resolve_checkpoint(run_dir: Path | None, checkpoint: Path | None) -> Path:
     assert run_dir is not None
     if not run_dir.is_dir():
         raise EvalError(f"run dir {run_dir} does not exist; pass RUN=<run dir> or CKPT=<file>")
-    ckpt_dir = run_dir / "checkpoints"
-    path = latest_path(ckpt_dir) if ckpt_dir.is_dir() else None
+    run = RunDir(run_dir)
+    path = latest_path(run)
     if path is None:
-        raise EvalError(f"{run_dir} has no checkpoints in {ckpt_dir}; train first or pass CKPT=")
+        raise EvalError(
+            f"{run_dir} has no checkpoints in {run.checkpoints}; train first or pass CKPT="
+        )
     return path
 
 
@@ -105,14 +108,6 @@ def load_checkpoint(path: Path) -> Checkpoint:
     trained = config.get("action_set") or action_set_for(model.spec.num_actions)
     version, frames = int(state.get("policy_version", -1)), int(state.get("env_frames", -1))
     return Checkpoint(path, model, trained, config, version, frames)
-
-
-def _resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise EvalError("--device cuda asked for, but torch sees no CUDA device; pass --device cpu")
-    return torch.device(name)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -162,9 +157,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def _default_out(ckpt: Path, run_dir: Path | None) -> Path:
     if run_dir is not None:
-        return run_dir / "eval"
+        return RunDir(run_dir).eval
     parent = ckpt.resolve().parent
-    return (parent.parent if parent.name == "checkpoints" else parent) / "eval"
+    run = RunDir(parent.parent)  # the checkpoint's run, if it is in one's checkpoints/
+    return run.eval if run.checkpoints == parent else RunDir(parent).eval
 
 
 def _setup(args: argparse.Namespace) -> tuple[Checkpoint, EnvSpec, FrameEnv, torch.device]:
@@ -179,7 +175,7 @@ def _setup(args: argparse.Namespace) -> tuple[Checkpoint, EnvSpec, FrameEnv, tor
     )
     if problems := spec.problems():
         raise EvalError("invalid env: " + "; ".join(problems))
-    device = _resolve_device(args.device)
+    device = resolve_device(args.device)
     try:
         env = FrameEnv(spec)
     except Exception as exc:
@@ -254,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     try:
         result, table = evaluate(args)
-    except EvalError as exc:
+    except (EvalError, DeviceUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     o = result["overall"]

@@ -1,6 +1,6 @@
 """Plots and a one-page summary of a training run: `make report RUN=runs/x`.
 
-Reads RUN/metrics.jsonl (one row per learner record, see `TrainLoop._record`), skipping and
+Reads RUN/metrics.jsonl (one row per learner record, see learner/telemetry.py), skipping and
 counting lines that are not JSON objects with a numeric `time` and `env_frames`. Writes to
 RUN/report/: one PNG per figure, each plotted against env frames (left) and wall-clock hours since
 the first row (right), and REPORT.md, which embeds them. Episode figures (`mean_max_x`,
@@ -23,6 +23,7 @@ matplotlib.use("Agg")  # files only: never look for a display
 import matplotlib.pyplot as plt
 import numpy as np
 
+from common.rundir import RunDir
 from scripts.analysis import learning_curve
 
 
@@ -230,7 +231,7 @@ def report(
     run_dir: Path, out: Path, compare: list[Path] | None = None
 ) -> tuple[dict[str, Any], MetricsLog]:
     compare = compare or []
-    path = run_dir / "metrics.jsonl"
+    path = RunDir(run_dir).metrics
     if not run_dir.is_dir():
         raise ReportError(f"run dir {run_dir} does not exist; pass RUN=<run dir>")
     if not path.is_file():
@@ -243,7 +244,7 @@ def report(
     for figure in FIGURES:
         plot(log.rows, figure, out / f"{figure.name}.png")
     evaluation = None
-    eval_path = run_dir / "eval" / "summary.json"
+    eval_path = RunDir(run_dir).eval / "summary.json"
     if eval_path.is_file():
         try:
             evaluation = json.loads(eval_path.read_text())
@@ -261,7 +262,7 @@ def _curves(run_dir: Path, compare: list[Path], out: Path) -> str:
     runs = [run_dir, *compare]
     curves = {}
     for run in runs:
-        path = run / "episodes.jsonl"
+        path = RunDir(run).episodes
         if path.is_file():
             try:
                 curves[run.name] = learning_curve.windows(learning_curve.read_episodes(path), 120.0)

@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from common.rundir import RunDir
+
 
 class Window(NamedTuple):
     end_s: float  # seconds from the learner's start to the window's end
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     curves: dict[str, list[Window]] = {}
     for run in args.runs:
-        path = run / "episodes.jsonl"
+        path = RunDir(run).episodes
         if not path.exists():
             print(
                 f"error: {path} not found; a learner writes it as episodes arrive", file=sys.stderr

@@ -35,7 +35,7 @@ from common.env import EnvSpec, build_envs
 from common.model import ActorCritic
 from learner.batching import collate, to_host
 from learner.config import LearnerConfig
-from learner.main import build_training
+from learner.loop import build_training
 
 
 def probe(

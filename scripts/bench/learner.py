@@ -2,7 +2,7 @@
 
 Two measurements, each for every --arch and --batch-chunks given:
 
-- update: the learner's own per-update work, built by `learner.main.build_training` from the
+- update: the learner's own per-update work, built by `learner.loop.build_training` from the
   learner config: collate B host chunks onto the device, mix in replay, the V-trace update
   (stack rebuild, forward, backward, clipping, Adam), replay priority write-back. Synthetic chunks
   of K envs x T steps at 84x84; replay filled past its minimum first, so batches are mixed as in
@@ -41,7 +41,7 @@ import torch
 from common import status
 from learner.batching import collate, to_host
 from learner.config import LearnerConfig
-from learner.main import build_training, resolve_device
+from learner.loop import build_training, training_device
 from scripts.bench.shared import send_chunks, synthetic_chunk
 from scripts.ports import free_ports
 
@@ -243,11 +243,7 @@ def _bench_row(args: argparse.Namespace, device: torch.device, arch: str, b: int
 
 
 def _run(args: argparse.Namespace, threads: list[int]) -> int:
-    device = resolve_device(args.device)
-    if device.type == "cuda":  # as the learner sets them
-        torch.backends.cudnn.benchmark = True
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    device = training_device(args.device)  # cuDNN set up as the learner sets it
     rows = []
     default_threads = torch.get_num_threads()
     for arch in args.archs.split(","):

@@ -42,13 +42,11 @@ def _start(h: hosts.Host, args: argparse.Namespace) -> int:
     supervisor.start(foreground=foreground)
     for path in hosts.write_targets(h):
         print(f"Prometheus targets: {path}", file=sys.stderr)
-    names = ", ".join(hosts.commands(h))
+    names, logs = ", ".join(hosts.commands(h)), supervisor.run.logs
     if not foreground:
-        print(
-            f"supervisord runs {names} for {h.run}; logs in {h.run}/logs/; make status, make down"
-        )
+        print(f"supervisord runs {names} for {h.run}; logs in {logs}/; make status, make down")
         return 0
-    print(f"{args.command}: {names}; logs in {h.run}/logs/; Ctrl-C stops", file=sys.stderr)
+    print(f"{args.command}: {names}; logs in {logs}/; Ctrl-C stops", file=sys.stderr)
     return Watcher(h, supervisor).run(args.grace_s)
 
 
@@ -56,7 +54,7 @@ def _down(h: hosts.Host, args: argparse.Namespace) -> int:
     supervisor = Supervisor(h)
     pid = supervisor.running_pid()
     if pid is None:
-        supervisor.pidfile.unlink(missing_ok=True)
+        supervisor.run.supervisord_pid.unlink(missing_ok=True)
         print(f"supervisord is not running for {h.run}")
         return 0
     if supervisor.shutdown(args.timeout_s):
@@ -64,7 +62,7 @@ def _down(h: hosts.Host, args: argparse.Namespace) -> int:
         return 0
     print(
         f"error: supervisord (pid {pid}) still running after {args.timeout_s:.0f} s; see "
-        f"{h.run}/logs/supervisord.log",
+        f"{supervisor.run.logs / 'supervisord.log'}",
         file=sys.stderr,
     )
     return 1

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.rundir import RunDir, atomic_write
+
 PREFIX = "MARIO_"
 
 
@@ -188,8 +190,7 @@ def actor_argv(h: Host, actor_id: int) -> list[str]:
 
 
 def eval_argv(h: Host) -> list[str]:
-    eval_dir = str(Path(h.run) / "eval")
-    argv = _actor_common(h, h.eval_id) + ["--eval", "--eval-dir", eval_dir]
+    argv = _actor_common(h, h.eval_id) + ["--eval", "--eval-dir", str(RunDir(h.run).eval)]
     return argv + shlex.split(h.actor_args)
 
 
@@ -233,7 +234,5 @@ def write_targets(h: Host) -> list[Path]:
             for i in ids
         ]
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(json.dumps(entries, indent=2) + "\n")
-        os.replace(tmp, target)
+        atomic_write(target, (json.dumps(entries, indent=2) + "\n").encode())
     return list(lists)

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from supervisor.xmlrpc import SupervisorTransport
 
+from common.rundir import RunDir
 from scripts.service.host import Host
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,9 +50,7 @@ class SupervisorError(RuntimeError):
 class Supervisor:
     def __init__(self, host: Host):
         self.host = host
-        self.run = Path(host.run)
-        self.pidfile = self.run / "supervisord.pid"
-        self.socket = self.run / "supervisor.sock"
+        self.run = RunDir(host.run)
         self.env = {**os.environ, **host.environ(), "MARIO_PYTHON": sys.executable}
         self.popen: subprocess.Popen | None = None
 
@@ -60,7 +59,7 @@ class Supervisor:
     def running_pid(self) -> int | None:
         """The pid of a live supervisord for this run directory, if there is one."""
         try:
-            pid = int(self.pidfile.read_text())
+            pid = int(self.run.supervisord_pid.read_text())
             os.kill(pid, 0)
         except (FileNotFoundError, ValueError, ProcessLookupError):
             return None
@@ -69,19 +68,19 @@ class Supervisor:
     def _check_free(self) -> None:
         if pid := self.running_pid():
             raise SupervisorError(
-                f"supervisord (pid {pid}) already runs for {self.run}: stop it with "
+                f"supervisord (pid {pid}) already runs for {self.run.root}: stop it with "
                 f"`make down RUN={self.host.run}`, or pass another RUN"
             )
-        self.pidfile.unlink(missing_ok=True)  # a dead supervisord's
+        self.run.supervisord_pid.unlink(missing_ok=True)  # a dead supervisord's
 
     def start(self, *, foreground: bool) -> None:
         """Start supervisord; in the foreground it is this process's child (in its own session,
         so that Ctrl-C reaches only the watcher, which stops it in order) and gets SIGTERM should
         this process die. Returns once it answers on its socket."""
         self._check_free()
-        (self.run / "logs").mkdir(parents=True, exist_ok=True)
+        self.run.logs.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "supervisor.supervisord", "-c", str(CONF)]
-        out = open(self.run / "logs" / "supervisord.out", "ab")  # noqa: SIM115 (child owns it)
+        out = open(self.run.logs / "supervisord.out", "ab")  # noqa: SIM115 (child owns it)
         with out:
             self.popen = subprocess.Popen(
                 [*argv, "--nodaemon", "--silent"] if foreground else argv,
@@ -107,12 +106,12 @@ class Supervisor:
         raise SupervisorError(f"supervisord did not answer within 60 s:\n{self._output()}")
 
     def _output(self) -> str:
-        return tail(self.run / "logs" / "supervisord.out", 20)
+        return tail(self.run.logs / "supervisord.out", 20)
 
     # ---- asking --------------------------------------------------------------------------
 
     def rpc(self) -> Any:
-        transport = SupervisorTransport(None, None, f"unix://{self.socket}")
+        transport = SupervisorTransport(None, None, f"unix://{self.run.supervisor_socket}")
         return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport).supervisor
 
     def processes(self) -> dict[str, dict[str, Any]]:
@@ -123,9 +122,7 @@ class Supervisor:
         """Every exit in supervisord's log, oldest first (`rotated`: its older files too), and
         each process it gave up on."""
         out = []
-        logs = sorted(
-            (self.run / "logs").glob("supervisord.log*" if rotated else "supervisord.log")
-        )
+        logs = sorted(self.run.logs.glob("supervisord.log*" if rotated else "supervisord.log"))
         for path in reversed(logs):  # supervisord.log.2, .1, then the current one
             for line in path.read_text(errors="replace").splitlines():
                 if m := EXITED.search(line):
@@ -159,14 +156,14 @@ class Supervisor:
             self.rpc().shutdown()
         except (OSError, xmlrpc.client.Error) as exc:
             if self.popen is None and not _alive(pid):
-                self.pidfile.unlink(missing_ok=True)  # it died without cleaning up
+                self.run.supervisord_pid.unlink(missing_ok=True)  # it died without cleaning up
                 return True
             raise SupervisorError(f"cannot reach supervisord (pid {pid}): {exc}") from exc
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.popen is not None and self.popen.poll() is not None:
                 return True
-            if self.popen is None and not self.pidfile.exists():
+            if self.popen is None and not self.run.supervisord_pid.exists():
                 return True
             time.sleep(0.2)
         return False

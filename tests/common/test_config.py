@@ -267,19 +267,3 @@ def test_write_resolved_round_trips(tmp_path: Path) -> None:
     assert data == to_dict(cfg) and data["levels"] == ["1-1", "8-4"]
     assert from_dict(Example, data) == cfg
     assert os.listdir(tmp_path) == ["config.json"]
-
-
-def test_write_resolved_is_atomic(tmp_path: Path, monkeypatch) -> None:
-    path = tmp_path / "config.json"
-    write_resolved(Example(), path)
-    write_resolved(Example(batch_size=8), path)  # replaces the old file
-    assert json.loads(path.read_text())["batch_size"] == 8
-
-    def crash(src, dst):
-        raise OSError("disk gone")
-
-    monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError, match="disk gone"):
-        write_resolved(Example(batch_size=99), path)
-    assert json.loads(path.read_text())["batch_size"] == 8  # the old file, whole
-    assert os.listdir(tmp_path) == ["config.json"]  # no temp file left behind

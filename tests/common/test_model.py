@@ -3,7 +3,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from common.model import INPUT_NORM_STD_FLOOR, ActorCritic, ModelSpec, Moments, merge_moments
+from common.model import (
+    INPUT_NORM_STD_FLOOR,
+    ActorCritic,
+    DeviceUnavailable,
+    ModelSpec,
+    Moments,
+    merge_moments,
+    resolve_device,
+)
 
 
 @pytest.mark.parametrize("arch", ["small", "nature", "resnet"])
@@ -122,3 +130,13 @@ def test_observed_frames_standardise_the_input_and_travel_with_the_weights():
     plain = ActorCritic(ModelSpec(num_actions=5, input_norm=False))
     assert not any(name.startswith("input_") for name in plain.state_dict())
     plain.observe_frames(frames)  # a no-op without input_norm
+
+
+def test_device_auto_is_cuda_when_torch_sees_it_and_cuda_without_it_names_the_flag():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    if torch.cuda.is_available():
+        assert resolve_device("cuda:0") == torch.device("cuda:0")
+    else:
+        with pytest.raises(DeviceUnavailable, match=r"--device cuda:0 .*pass --device cpu"):
+            resolve_device("cuda:0")

@@ -11,8 +11,8 @@ from typing import Any, NamedTuple
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.gpu import GpuCollector
 from common.metrics import ActorMetrics, EvalMetrics, LearnerMetrics
+from learner.gpu import GpuCollector
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "mario-impala.json"
@@ -104,7 +104,7 @@ def metric_names(expr: str) -> set[str]:
 
 
 def known_metric_names() -> set[str]:
-    """Every sample name common/metrics.py and common/gpu.py expose, and `up`."""
+    """Every sample name common/metrics.py and learner/gpu.py expose, and `up`."""
     names = {"up"}
     for registry in (
         LearnerMetrics(levels=["1-1"]).registry,

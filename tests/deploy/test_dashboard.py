@@ -1,5 +1,5 @@
 """deploy/grafana: the dashboard is valid Grafana JSON whose every query is valid PromQL over
-metrics that common/metrics.py (or common/gpu.py) defines; the provisioning files point at it."""
+metrics that common/metrics.py (or learner/gpu.py) defines; the provisioning files point at it."""
 
 from __future__ import annotations
 

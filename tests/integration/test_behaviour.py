@@ -19,6 +19,7 @@ from common.env import EnvSpec, FrameEnv
 from common.model import ActorCritic, ModelSpec
 from common.stacking import stack_frames
 from learner.batching import collate
+from learner.config import LearnerConfig
 from learner.ingest import to_host
 from learner.update import Hyper, forward_and_targets, previous_actions
 
@@ -62,7 +63,7 @@ def test_at_policy_lag_zero_every_importance_ratio_is_one(played):
     for i in range(len(chunks)):
         batch = learner_batch(chunks, i)
         with torch.no_grad():
-            fwd = forward_and_targets(model, batch, Hyper(discount=0.9))
+            fwd = forward_and_targets(model, batch, Hyper.from_config(LearnerConfig()))
         log_rhos = fwd.vtrace.log_rhos  # [T, K]
         assert log_rhos.abs().max() < 1e-4, log_rhos
         # and the recorded actions are ones the policy could have drawn from those logits
@@ -98,7 +99,7 @@ def test_values_trained_on_are_those_of_the_stacks_the_actor_saw(played):
             previous_actions(batch, 7)[:T], fed_last[i * T : (i + 1) * T], rtol=0, atol=0
         )
         with torch.no_grad():
-            fwd = forward_and_targets(model, batch, Hyper(discount=0.9))
+            fwd = forward_and_targets(model, batch, Hyper.from_config(LearnerConfig()))
             want = model(seen.flatten(0, 1), fed_last[i * T : (i + 1) * T].flatten()).value
         torch.testing.assert_close(fwd.values[:T].flatten(), want, rtol=1e-4, atol=1e-4)
 

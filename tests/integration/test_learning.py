@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from common.env import EnvSpec, FrameEnv
+from common.rundir import RunDir
 from scripts import report
 from tests import procs
 from tests.fakes import CORRIDOR_ACTOR_ARGS
@@ -72,7 +73,7 @@ def test_two_actor_processes_learn_corridor(tmp_path, replay):
     rows: list[dict] = []
 
     def learned() -> bool:
-        log = run / "metrics.jsonl"
+        log = RunDir(run).metrics
         if log.exists():
             rows[:] = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
         if rows and rows[-1]["env_frames"] > FRAME_BUDGET:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from common.rundir import RunDir
 from learner import checkpoint
 from tests import procs
 
@@ -57,7 +58,7 @@ def test_train_survive_actor_kill_and_resume_after_learner_restart(tmp_path):
             )
         procs.wait_until(
             "a checkpoint",
-            lambda: checkpoint.latest_path(run / "checkpoints") is not None,
+            lambda: checkpoint.latest_path(RunDir(run)) is not None,
             30,
             started,
         )
@@ -80,7 +81,7 @@ def test_train_survive_actor_kill_and_resume_after_learner_restart(tmp_path):
 
         # -- stop the learner, start it again on the same run dir -----------------------------
         assert learner.stop() == 0, learner.output()[-2000:]
-        saved = checkpoint.load(checkpoint.latest_path(run / "checkpoints"))
+        saved = checkpoint.load(checkpoint.latest_path(RunDir(run)))
         version = saved["policy_version"]
         assert version >= before + 5
         sent_before = procs.scrape(aports[1])["mario_actor_chunks_sent_total"]

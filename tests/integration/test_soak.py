@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from common.rundir import RunDir
 from tests import procs
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -40,4 +41,4 @@ def test_a_two_minute_soak_passes(tmp_path):
     assert builds["actor_lives"] == summary["actors"] + faults["actor_kills"]
     assert builds["builds"] == 4 * builds["actor_lives"] and builds["failures"] == 0
     assert len(summary["resume_s"]) >= 2
-    assert not (run / "supervisord.pid").exists()  # make down ran
+    assert not RunDir(run).supervisord_pid.exists()  # make down ran

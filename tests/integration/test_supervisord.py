@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from common.rundir import RunDir
 from learner import checkpoint
 from tests import procs
 
@@ -111,11 +112,12 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
     lm = lambda: procs.scrape(lport)  # noqa: E731
     # the run's updates, across learner lives (the updates counter restarts with each process)
     updates = lambda: lm().get("mario_policy_version", 0)  # noqa: E731
-    learner_log = run / "logs/learner.log"
+    layout = RunDir(run)
+    learner_log = layout.logs / "learner.log"
     supervisord_pid = 0
     try:
         make("up", settings)
-        supervisord_pid = int((run / "supervisord.pid").read_text())
+        supervisord_pid = int(layout.supervisord_pid.read_text())
         targets = (tmp_path / "targets.json").read_text()  # Prometheus file_sd of the actors
         assert all(f"127.0.0.1:{abase + i}" in targets for i in range(4))
         procs.wait_until("5 updates under supervisord", lambda: updates() >= 5, 150)
@@ -146,13 +148,13 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
         # -- kill -9 the learner: restarted, resumed from its checkpoint, actors reconnect ---
         procs.wait_until(
             "a checkpoint",
-            lambda: checkpoint.latest_path(run / "checkpoints") is not None,
+            lambda: checkpoint.latest_path(layout) is not None,
             30,
         )
         procs.wait_until("every process RUNNING", lambda: all_running(settings), 60)
         old = status(settings)["mario:learner"][1]
         kill9(old)
-        version = checkpoint.load(checkpoint.latest_path(run / "checkpoints"))["policy_version"]
+        version = checkpoint.load(checkpoint.latest_path(layout))["policy_version"]
         procs.wait_until(
             "the restarted learner's metrics",
             lambda: status(settings)["mario:learner"][1] not in (0, old) and bool(lm()),
@@ -173,24 +175,25 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
         start = time.monotonic()
         make("down", settings, timeout_s=200)
         stop_s = time.monotonic() - start
-        assert not (run / "supervisord.pid").exists()
+        assert not layout.supervisord_pid.exists()
         assert gone(supervisord_pid)
         assert all(gone(pid) for _, pid in final.values())
         assert ours(port) == []
-        saved = checkpoint.load(checkpoint.latest_path(run / "checkpoints"))
+        saved = checkpoint.load(checkpoint.latest_path(layout))
         assert saved["policy_version"] >= last_seen
         assert "stopped at policy version" in learner_log.read_text()
         assert stop_s < 60, f"make down took {stop_s:.0f} s"
     finally:
-        if (run / "supervisord.pid").exists():
+        if layout.supervisord_pid.exists():
+            socket = f"unix://{layout.supervisor_socket}"
             subprocess.run(
-                [f"{VENV}/bin/supervisorctl", "-s", f"unix://{run}/supervisor.sock", "shutdown"],
+                [f"{VENV}/bin/supervisorctl", "-s", socket, "shutdown"],
                 capture_output=True,
                 timeout=30,
                 check=False,
             )
             deadline = time.monotonic() + 30
-            while (run / "supervisord.pid").exists() and time.monotonic() < deadline:
+            while layout.supervisord_pid.exists() and time.monotonic() < deadline:
                 time.sleep(0.5)
         leftovers = ours(port)  # each child leads its own process group, as supervisord does
         if supervisord_pid and not gone(supervisord_pid):

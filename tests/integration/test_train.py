@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from common.rundir import RunDir
 from learner import checkpoint
 from tests import procs
 
@@ -60,16 +61,16 @@ def settings(tmp_path: Path) -> dict[str, object]:
 
 def test_a_killed_learner_is_restarted_reported_and_resumes_from_its_checkpoint(tmp_path):
     s = settings(tmp_path)
-    run, log = s["RUN"], tmp_path / "train.log"
+    run, log = RunDir(s["RUN"]), tmp_path / "train.log"
     output = lambda: log.read_text(errors="replace")  # noqa: E731
     version = lambda: procs.scrape(s["LEARNER_METRICS_PORT"]).get("mario_policy_version", 0)  # noqa: E731
     p = start_make("train", log, **s)
     try:
-        procs.wait_until("a checkpoint", lambda: checkpoint.latest_path(run / "checkpoints"), 180)
+        procs.wait_until("a checkpoint", lambda: checkpoint.latest_path(run), 180)
         procs.wait_until("the status line", lambda: "steps/s" in output(), 60)
-        learner_pid = int((run / ".lock").read_text())  # the learner writes its pid there
+        learner_pid = int(run.lock.read_text())  # the learner writes its pid there
         os.kill(learner_pid, signal.SIGKILL)
-        saved = checkpoint.load(checkpoint.latest_path(run / "checkpoints"))["policy_version"]
+        saved = checkpoint.load(checkpoint.latest_path(run))["policy_version"]
         procs.wait_until(
             "the status line to report the restart",
             lambda: "learner restarted 1x" in output(),
@@ -79,14 +80,14 @@ def test_a_killed_learner_is_restarted_reported_and_resumes_from_its_checkpoint(
         procs.wait_until(
             "training to go on from the checkpoint", lambda: version() >= saved + 3, 180
         )
-        assert f"resumed from ckpt-{saved:010d}.pt" in (run / "logs/learner.log").read_text()
+        assert f"resumed from ckpt-{saved:010d}.pt" in (run.logs / "learner.log").read_text()
         last_seen = version()
         assert ctrl_c(p), output()[-3000:]
-        final = checkpoint.load(checkpoint.latest_path(run / "checkpoints"))
+        final = checkpoint.load(checkpoint.latest_path(run))
         assert final["policy_version"] >= last_seen
         assert "stopping..." in output() and "error" not in output()
         assert output().count("learner exited") == 1
-        assert not (run / "supervisord.pid").exists()
+        assert not run.supervisord_pid.exists()
     finally:
         if p.poll() is None:
             ctrl_c(p)
@@ -106,7 +107,7 @@ def test_flags_a_process_refuses_stop_the_run_with_its_log(tmp_path):
         r"actor-0 refused to start \(exit status 2; (not )?expected\); not restarted", out
     )
     assert "unrecognized arguments: --no-such-flag" in out  # the actor's own words
-    assert not (s["RUN"] / "supervisord.pid").exists()
+    assert not RunDir(s["RUN"]).supervisord_pid.exists()
 
     s |= {"ACTOR_ARGS": "--num-envs 1", "LEARNER_ARGS": "--epochs 0"}
     p = start_make("train", log, **s)

@@ -12,7 +12,7 @@ from common import config as config_io
 from common.metrics import LearnerMetrics
 from learner.batch_size import BatchSize, chunks_to_take
 from learner.config import LearnerConfig
-from learner.main import TrainLoop
+from learner.loop import TrainLoop
 from tests.learner.test_ingest import Client, chunk, register
 from tests.procs import free_port
 

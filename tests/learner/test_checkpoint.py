@@ -1,14 +1,18 @@
-"""What a crash leaves in the run directory: half-written checkpoints and cut-off log lines."""
+"""What a crash leaves in the run directory (half-written checkpoints), and resuming: a checkpoint
+of another network or PopArt setting is refused with the flag to change, the learner untouched."""
 
 from __future__ import annotations
 
-import json
-import os
+import pytest
+import torch
 
 from common.metrics import LearnerMetrics
+from common.rundir import RunDir
 from learner import checkpoint
+from learner.checkpoint import Totals
 from learner.config import LearnerConfig
-from learner.main import TrainLoop
+from learner.loop import TrainLoop, build_training
+from learner.update import Learner
 from tests.procs import free_port
 
 
@@ -20,9 +24,9 @@ def test_a_learner_starting_removes_checkpoint_writes_a_crash_interrupted(tmp_pa
         saved = first.save_checkpoint()
     finally:
         first.close()
-    ckpts = tmp_path / "checkpoints"
+    ckpts = RunDir(tmp_path).checkpoints
     # what kill -9 during checkpoint.save leaves: the temp file of the next checkpoint, or of
-    # the `latest` pointer, named as _atomic_write names them
+    # the `latest` pointer, named as atomic_write names them
     torn = [ckpts / ".ckpt-0000000007.pt.tmp-4242", ckpts / ".latest.tmp-4242"]
     for path in torn:
         path.write_bytes(saved.read_bytes()[:1000])
@@ -32,40 +36,69 @@ def test_a_learner_starting_removes_checkpoint_writes_a_crash_interrupted(tmp_pa
     )
     try:
         assert [p for p in torn if p.exists()] == []
-        assert checkpoint.latest_path(ckpts) == saved  # the complete checkpoint stays
+        assert checkpoint.latest_path(RunDir(tmp_path)) == saved  # the complete checkpoint stays
         assert sorted(p.name for p in ckpts.iterdir()) == [saved.name, "latest"]
     finally:
         second.close()
 
 
-def test_append_lines_writes_whole_lines(tmp_path):
-    path = tmp_path / "episodes.jsonl"
-    checkpoint.append_lines(path, [json.dumps({"a": 1}), json.dumps({"b": 2})])
-    checkpoint.append_lines(path, [])
-    checkpoint.append_lines(path, [json.dumps({"c": 3})])
-    assert [json.loads(line) for line in path.read_text().splitlines()] == [
-        {"a": 1},
-        {"b": 2},
-        {"c": 3},
-    ]
-    assert oct(os.stat(path).st_mode & 0o777) == "0o644"
-
-
-def test_a_line_cut_short_by_a_crash_does_not_swallow_the_next_record(tmp_path):
-    path = tmp_path / "episodes.jsonl"
-    path.write_text('{"time": 1.0, "max_x": 300}\n{"time": 2.0, "ma')  # killed mid-line
-    checkpoint.append_lines(path, [json.dumps({"event": "start", "time": 3.0})])
-    lines = path.read_text().splitlines()
-    assert lines[1] == '{"time": 2.0, "ma'  # the fragment stays apart (readers skip it)
-    assert json.loads(lines[2]) == {"event": "start", "time": 3.0}
-
-
 def test_the_newest_complete_checkpoint_wins_over_a_pointer_a_crash_left_behind(tmp_path):
-    ckpts = tmp_path / "checkpoints"
+    run = RunDir(tmp_path)
     state = {"policy_version": 0}
-    older = checkpoint.save(ckpts, state, 10)
-    pointer = (ckpts / "latest").read_bytes()
-    newer = checkpoint.save(ckpts, state, 20)
-    (ckpts / "latest").write_bytes(pointer)  # killed after the rename, before the pointer
-    assert checkpoint.latest_path(ckpts) == newer != older
-    assert checkpoint.latest_path(tmp_path / "none") is None
+    older = checkpoint.save(run, state, 10)
+    pointer = run.latest.read_bytes()
+    newer = checkpoint.save(run, state, 20)
+    run.latest.write_bytes(pointer)  # killed after the rename, before the pointer
+    assert checkpoint.latest_path(run) == newer != older
+    assert checkpoint.latest_path(RunDir(tmp_path / "none")) is None
+
+
+# ---- resuming a learner ------------------------------------------------------------------------
+
+CPU = torch.device("cpu")
+
+
+def learner_of(cfg: LearnerConfig, updates: int = 0) -> Learner:
+    learner, _ = build_training(cfg, CPU)
+    learner.updates, learner.sgd_steps = updates, 8 * updates
+    return learner
+
+
+def saved(run: RunDir, learner: Learner, totals: Totals | None = None) -> None:
+    state = checkpoint.learner_state(learner, totals or Totals(), {})
+    checkpoint.save(run, state, learner.updates)
+
+
+def test_resume_restores_the_learner_and_the_runs_totals(tmp_path):
+    run, cfg = RunDir(tmp_path), LearnerConfig()
+    trained = learner_of(cfg, 12)
+    torch.nn.init.normal_(trained.model.policy.weight)
+    trained.popart.update(torch.randn(4, 3) * 50)  # statistics far from their start
+    saved(run, trained, Totals(env_frames=4096, agent_steps=1024))
+    fresh = learner_of(cfg)
+    assert checkpoint.resume(run, fresh, CPU) == Totals(env_frames=4096, agent_steps=1024)
+    assert (fresh.updates, fresh.sgd_steps) == (12, 96)
+    torch.testing.assert_close(fresh.model.state_dict(), trained.model.state_dict())
+    assert fresh.popart.state_dict() == trained.popart.state_dict()
+    assert checkpoint.resume(RunDir(tmp_path / "new"), learner_of(cfg), CPU) == Totals()
+
+
+def test_resume_refuses_another_network_naming_the_flag_and_leaves_the_learner_alone(tmp_path):
+    run = RunDir(tmp_path)
+    saved(run, learner_of(LearnerConfig(arch="nature"), 5))
+    learner = learner_of(LearnerConfig())
+    before = {k: v.clone() for k, v in learner.model.state_dict().items()}
+    with pytest.raises(SystemExit, match=r"'arch': 'nature'.*--arch"):
+        checkpoint.resume(run, learner, CPU)
+    assert learner.updates == 0
+    torch.testing.assert_close(learner.model.state_dict(), before)
+
+
+def test_resume_refuses_a_popart_setting_other_than_the_checkpoints(tmp_path):
+    run = RunDir(tmp_path)
+    saved(run, learner_of(LearnerConfig(popart=False), 5))
+    with pytest.raises(SystemExit, match=r"without PopArt.*--no-popart"):
+        checkpoint.resume(run, learner_of(LearnerConfig()), CPU)
+    saved(run, learner_of(LearnerConfig(), 6))
+    with pytest.raises(SystemExit, match=r"with PopArt.*resume it with --popart"):
+        checkpoint.resume(run, learner_of(LearnerConfig(popart=False)), CPU)

@@ -7,9 +7,10 @@ import torch
 
 from common.metrics import LearnerMetrics
 from common.model import ActorCritic
+from common.rundir import RunDir
 from learner import checkpoint
 from learner.config import LearnerConfig
-from learner.main import TrainLoop
+from learner.loop import TrainLoop
 from tests.procs import free_port
 
 
@@ -30,7 +31,7 @@ def save_without_last_action(run_dir, version: int) -> None:
         "config": {},
         "saved_at": 0.0,
     }
-    checkpoint.save(run_dir / "checkpoints", state, version)
+    checkpoint.save(RunDir(run_dir), state, version)
 
 
 def loop(run_dir, **kw) -> TrainLoop:
@@ -47,7 +48,7 @@ def test_a_checkpoint_of_another_network_is_refused_with_the_flag_to_change(tmp_
     # the refusals gave the run directory back
     resumed = loop(tmp_path, last_action=False, input_norm=False, popart=False)
     try:
-        assert resumed.learner.updates == 12 and resumed.env_frames == 4096
+        assert resumed.learner.updates == 12 and resumed.totals.env_frames == 4096
         assert resumed.model.last_action is None
     finally:
         resumed.close()

@@ -9,11 +9,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+import torch
 
 from common.metrics import LearnerMetrics
 from learner.config import LearnerConfig
 from learner.ingest import BindError
-from learner.main import TrainLoop
+from learner.loop import TrainLoop
 from tests import procs
 from tests.procs import free_port
 
@@ -29,9 +30,9 @@ def listening(port: int) -> Iterator[None]:
         yield
 
 
-def run_learner(run_dir, port: int, metrics_port: int) -> tuple[int, str]:
+def run_learner(run_dir, port: int, metrics_port: int, *args: str) -> tuple[int, str]:
     """Exit status and output of a learner process expected to refuse to start."""
-    proc = procs.learner(run_dir, port, metrics_port)
+    proc = procs.learner(run_dir, port, metrics_port, *args)
     try:
         return proc.popen.wait(120), proc.output()
     finally:
@@ -81,3 +82,11 @@ def test_a_loop_that_cannot_bind_frees_the_run_dir_in_process(tmp_path):
         loop(tmp_path / "run", port)
     again = loop(tmp_path / "run", free_port(2))  # would raise RunDirBusy if the lock leaked
     again.close()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is there: nothing to refuse")
+def test_cuda_asked_for_where_there_is_none_is_refused_with_the_flag_to_change(tmp_path):
+    code, out = run_learner(tmp_path / "run", free_port(2), 0, "--device", "cuda")
+    assert code == 1, out
+    assert "--device cuda asked for, but torch sees no CUDA device; pass --device cpu" in out
+    assert "Traceback" not in out

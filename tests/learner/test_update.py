@@ -10,6 +10,7 @@ import torch
 from common.model import ActorCritic, ModelSpec
 from common.stacking import stack_frames
 from learner.batching import Batch, sequence_axes
+from learner.config import LearnerConfig
 from learner.update import (
     Hyper,
     Learner,
@@ -63,7 +64,14 @@ def model():
     return net
 
 
-HYPER = Hyper(discount=0.9, reward_scale=0.5, reward_clip=0.0)
+def hyper(**changes) -> Hyper:
+    """The learner's settings (LearnerConfig's defaults) with `changes`."""
+    return Hyper.from_config(LearnerConfig())._replace(**changes)
+
+
+# IMPALA's update: one optimizer step per batch on the rho-weighted policy gradient
+IMPALA = {"epochs": 1, "minibatches": 1, "ppo_clip": 0.0, "normalize_advantages": False}
+HYPER = hyper(discount=0.9, reward_scale=0.5, reward_clip=0.0, **IMPALA)
 
 
 def value_of(model: ActorCritic, stack: torch.Tensor, last_action: int) -> float:
@@ -114,15 +122,15 @@ def test_final_frame_matters_only_where_truncated(model):
 def test_reward_scale_and_clip(model):
     b = on_policy(model, make_batch(1, 1, terminated=torch.tensor([[True]])))
     b = copy.replace(b, rewards=torch.tensor([[40.0]]))
-    vs = forward_and_targets(model, b, Hyper(reward_scale=0.1, reward_clip=1.0)).vtrace.vs
+    vs = forward_and_targets(model, b, hyper(reward_scale=0.1, reward_clip=1.0)).vtrace.vs
     assert float(vs[0, 0]) == pytest.approx(1.0)
 
 
 def test_step_learns_a_fixed_batch(model):
     batch = make_batch(4, 2, seed=3)
-    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-4), Hyper())
+    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-4), hyper())
     with torch.no_grad():
-        first = float(loss_and_stats(model, batch, Hyper())[2])  # baseline loss
+        first = float(loss_and_stats(model, batch, hyper())[2])  # baseline loss
     for _ in range(20):
         stats = learner.step(batch)
     assert learner.updates == 20
@@ -167,9 +175,10 @@ def test_select_keeps_sequences_whole():
 
 def test_epochs_times_minibatches_optimizer_steps_one_policy_version(model):
     batch = on_policy(model, make_batch(4, 6, seed=6))
-    hyper = Hyper(epochs=3, minibatches=2, ppo_clip=0.1, normalize_advantages=True)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    learner = Learner(model, opt, hyper)
+    learner = Learner(
+        model, opt, hyper(epochs=3, minibatches=2, ppo_clip=0.1, normalize_advantages=True)
+    )
     stats = learner.step(batch)
     assert learner.updates == 1 and learner.sgd_steps == 6 and stats.sgd_steps == 6
     assert opt.state[model.policy.weight]["step"] == 6
@@ -179,7 +188,9 @@ def test_epochs_times_minibatches_optimizer_steps_one_policy_version(model):
 
 def test_minibatches_never_exceed_the_sequences(model):
     batch = on_policy(model, make_batch(2, 2, seed=7))
-    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.0), Hyper(minibatches=5))
+    learner = Learner(
+        model, torch.optim.SGD(model.parameters(), lr=0.0), hyper(epochs=1, minibatches=5)
+    )
     assert learner.step(batch).sgd_steps == 2  # one sequence each, never an empty minibatch
 
 
@@ -188,12 +199,10 @@ def test_surrogate_on_policy_has_impala_gradient(model):
     and r A has gradient A grad log pi."""
     batch = on_policy(model, make_batch(4, 3, seed=8))
     grads = []
-    for hyper in (
-        Hyper(discount=0.9, baseline_cost=0.0, entropy_cost=0.0),
-        Hyper(discount=0.9, baseline_cost=0.0, entropy_cost=0.0, ppo_clip=0.1),
-    ):
+    for ppo_clip in (0.0, 0.1):
         model.zero_grad()
-        loss_and_stats(model, batch, hyper).total.backward()
+        settings = HYPER._replace(baseline_cost=0.0, entropy_cost=0.0, ppo_clip=ppo_clip)
+        loss_and_stats(model, batch, settings).total.backward()
         grads.append(
             torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
         )
@@ -215,9 +224,10 @@ def test_surrogate_stops_pushing_a_policy_that_moved_past_the_clip(model):
     # the other actions' logits are unchanged, so mu(a) moves by less than the shift: the ratio
     # still lands beyond the clip in the advantage's direction
     moved = copy.replace(batch, behaviour_logits=logits.detach())
-    hyper = HYPER._replace(baseline_cost=0.0, entropy_cost=0.0, ppo_clip=0.1)
     model.zero_grad()
-    losses = loss_and_stats(model, moved, hyper)
+    losses = loss_and_stats(
+        model, moved, HYPER._replace(baseline_cost=0.0, entropy_cost=0.0, ppo_clip=0.1)
+    )
     losses.total.backward()
     assert float(losses.clip_fraction) == 1.0
     assert all(p.grad is None or p.grad.abs().max() == 0 for p in model.parameters())
@@ -242,4 +252,10 @@ def test_popart_step_learns_a_fixed_batch_in_normalised_units(model):
 
 def test_learner_refuses_zero_epochs(model):
     with pytest.raises(ValueError, match="epochs and minibatches"):
-        Learner(model, torch.optim.SGD(model.parameters(), lr=0.1), Hyper(epochs=0))
+        Learner(model, torch.optim.SGD(model.parameters(), lr=0.1), hyper(epochs=0))
+
+
+def test_hyper_is_the_configs_fields_by_name_with_no_defaults_to_drift():
+    assert Hyper._field_defaults == {}  # no Hyper trains with settings other than the config's
+    cfg = LearnerConfig(discount=0.5, ppo_clip=0.2, epochs=3, normalize_advantages=False)
+    assert Hyper.from_config(cfg)._asdict() == {name: getattr(cfg, name) for name in Hyper._fields}

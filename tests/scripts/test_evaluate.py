@@ -16,6 +16,7 @@ import torch
 from actor import evaluation
 from common.env import EnvSpec, EpisodeSummary, FrameEnv
 from common.model import ActorCritic, ModelSpec
+from common.rundir import RunDir
 from learner import checkpoint
 from scripts import evaluate
 
@@ -37,7 +38,7 @@ def make_run(run_dir: Path, *, action_set: str = "simple", num_actions: int = 7)
         "config": {"action_set": action_set, "frame_size": 84, "arch": "nature"},
         "saved_at": 0.0,
     }
-    return checkpoint.save(run_dir / "checkpoints", state, 42)
+    return checkpoint.save(RunDir(run_dir), state, 42)
 
 
 class Video(NamedTuple):

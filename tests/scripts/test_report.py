@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from common.rundir import RunDir
 from scripts import report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,7 +17,7 @@ T0 = 1_700_000_000.0
 
 
 def write_log(run_dir: Path, rows: int = 36) -> None:
-    """Rows shaped like `TrainLoop._record`'s, one every 100 s, plus one torn line."""
+    """Rows shaped like learner/telemetry.py's, one every 100 s, plus one torn line."""
     run_dir.mkdir(parents=True, exist_ok=True)
     lines = []
     for i in range(rows):
@@ -42,7 +43,7 @@ def write_log(run_dir: Path, rows: int = 36) -> None:
         )
         if i == 10:
             lines.append('{"time": 17000, "env_fra')  # a line cut short by a crash
-    (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    RunDir(run_dir).metrics.write_text("\n".join(lines) + "\n")
 
 
 def test_parse_skips_and_counts_malformed_lines():
@@ -74,7 +75,7 @@ def test_report_writes_plots_and_a_summary_with_the_numbers(tmp_path, capsys):
 def test_report_shows_each_policy_of_the_last_evaluation(tmp_path):
     run = tmp_path / "run"
     write_log(run, rows=3)
-    (run / "eval").mkdir()
+    RunDir(run).eval.mkdir()
     figures = {"episodes": 5, "mean_max_x": 1234.5, "median_max_x": 1100.0, "mean_return": 900.0}
     evaluation = {
         "overall": {"policy_version": 7, "level": "1-2", "policies": ["greedy", "sampled"]},
@@ -84,7 +85,7 @@ def test_report_shows_each_policy_of_the_last_evaluation(tmp_path):
         },
         "video": {"path": "x", "policy": "sampled", "episode": 3},
     }
-    (run / "eval/summary.json").write_text(json.dumps(evaluation))
+    (RunDir(run).eval / "summary.json").write_text(json.dumps(evaluation))
     assert report.main(["--run-dir", str(run)]) == 0
     md = (run / "report/REPORT.md").read_text()
     assert "Policy v7 on 1-2 ([best episode](../eval/best.mp4): sampled 3)" in md
@@ -95,11 +96,11 @@ def test_report_shows_each_policy_of_the_last_evaluation(tmp_path):
 def test_report_reads_a_summary_from_before_per_policy_figures(tmp_path):
     run = tmp_path / "run"
     write_log(run, rows=3)
-    (run / "eval").mkdir()
+    RunDir(run).eval.mkdir()
     evaluation = {"overall": {"policy_version": 7, "level": "1-2", "episodes": 5}, "video": {}}
     evaluation["overall"] |= {"flag_rate": 0.4, "mean_max_x": 1234.5, "mean_return": 900.0}
     evaluation["overall"] |= {"greedy": True}
-    (run / "eval/summary.json").write_text(json.dumps(evaluation))
+    (RunDir(run).eval / "summary.json").write_text(json.dumps(evaluation))
     assert report.main(["--run-dir", str(run)]) == 0
     md = (run / "report/REPORT.md").read_text()
     assert "Policy v7 on 1-2." in md and "| greedy | 5 | 1,234.5 | – | 40.0% | 900.0 |" in md
@@ -110,7 +111,7 @@ def test_refuses_a_missing_or_empty_log(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert report.main(["--run-dir", str(tmp_path)]) == 2
     assert "metrics.jsonl does not exist" in capsys.readouterr().err
-    (tmp_path / "metrics.jsonl").write_text("garbage\n\n")
+    RunDir(tmp_path).metrics.write_text("garbage\n\n")
     assert report.main(["--run-dir", str(tmp_path)]) == 2
     assert "no metric rows (1 malformed" in capsys.readouterr().err
     assert not (tmp_path / "report").exists()

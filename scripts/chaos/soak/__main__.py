@@ -17,6 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from common.rundir import RunDir
 from scripts.chaos.soak.judge import Targets, judge, print_summary
 from scripts.chaos.soak.loop import Soak
 
@@ -52,7 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if run_dir.exists() and any(run_dir.iterdir()):
         if not (run_dir / "soak.json").exists() and not (run_dir / ".soak").exists():
             problems.append(f"{run_dir} holds something other than a soak; pass another --run-dir")
-        if (run_dir / "supervisord.pid").exists():
+        if RunDir(run_dir).supervisord_pid.exists():
             problems.append(f"{run_dir} has a running supervisord; make down RUN={run_dir} first")
     if problems:
         p.error("; ".join(problems))

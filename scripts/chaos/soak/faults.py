@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-# a checkpoint write's temp file: learner/checkpoint.py's .ckpt-<version>.pt.tmp-<pid>
+# a checkpoint write's temp file (common/rundir.py's atomic_write): .ckpt-<version>.pt.tmp-<pid>
 TEMP_FILE = re.compile(r"^\.ckpt-(\d+)\.pt\.tmp-(\d+)$")
 MIDWRITE_WAIT_S = 60.0  # an armed killer gives up when no write starts within this
 

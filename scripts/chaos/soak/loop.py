@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from common.env import WATCHDOG_EXIT_CODE
+from common.rundir import RunDir
 from scripts.chaos.rogue import RoguePeer, real_traffic
 from scripts.chaos.soak.deployment import STARTSECS, Deployment, running_for
 from scripts.chaos.soak.faults import MidwriteKill, MidwriteKiller, Restart
@@ -52,7 +53,7 @@ class Soak:
             midwrite_every_s=args.midwrite_kill_every_s,
             settle_s=min(30.0, self.duration_s / 6),
         )
-        self.checkpoints = Checkpoints(self.run_dir / "checkpoints")
+        self.checkpoints = Checkpoints(RunDir(self.run_dir))
         self.lives = ActorLives()
         self.memory = Memory()
         self.restarts: list[Restart] = []

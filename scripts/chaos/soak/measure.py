@@ -3,9 +3,9 @@ from the processes' /metrics (flattened samples, `common.status.scrape`) or the 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from common.rundir import RunDir, temp_files
 from scripts.chaos.soak.judge import slope_per_minute
 
 HANG_S = 60.0
@@ -124,8 +124,9 @@ class Memory:
 class Checkpoints:
     """Every complete checkpoint on disk loads, each time it is checked."""
 
-    def __init__(self, ckpt_dir: Path):
-        self.dir = ckpt_dir
+    def __init__(self, run: RunDir):
+        self.run = run
+        self.dir = run.checkpoints
         self.checked = self.loaded = 0
         self.errors: list[str] = []
 
@@ -151,11 +152,11 @@ class Checkpoints:
     def newest_version(self) -> int:
         from learner import checkpoint
 
-        path = checkpoint.latest_path(self.dir)
+        path = checkpoint.latest_path(self.run)
         return int(path.name[5:-3]) if path else 0
 
     def summary(self) -> dict[str, Any]:
-        stale = sorted(p.name for p in self.dir.glob(".*.tmp-*"))
+        stale = [p.name for p in temp_files(self.dir)]
         self.check()  # the final one too, written on make down
         return {"checked": self.checked, "loaded": self.loaded, "errors": self.errors,
                 "stale_temp_files": len(stale), "stale": stale}  # fmt: skip

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from common.rundir import RunDir
 from scripts import report
 from scripts.analysis import learning_curve
 
@@ -20,7 +21,7 @@ def write_run(run: Path, start: float, episodes: list[tuple[float, int, int, boo
         row |= {"max_x": x, "flag": flag, "return": 1.0, "length": 10, "outcome": "death"}
         lines.append(json.dumps(row))
     lines.append("not json")
-    (run / "episodes.jsonl").write_text("\n".join(lines) + "\n")
+    RunDir(run).episodes.write_text("\n".join(lines) + "\n")
 
 
 def test_windows_hold_the_episodes_that_ended_in_them(tmp_path):
@@ -34,7 +35,7 @@ def test_windows_hold_the_episodes_that_ended_in_them(tmp_path):
             (250, 2000, 900, False),
         ],
     )
-    eps = learning_curve.read_episodes(tmp_path / "r" / "episodes.jsonl")
+    eps = learning_curve.read_episodes(RunDir(tmp_path / "r").episodes)
     assert eps.malformed == 1
     ws = learning_curve.windows(eps, 120.0)
     assert [w.end_s for w in ws] == [120.0, 240.0]  # the partial third window is left out
@@ -47,7 +48,7 @@ def test_windows_hold_the_episodes_that_ended_in_them(tmp_path):
 
 def test_a_bad_window_is_refused(tmp_path):
     write_run(tmp_path / "r", 0.0, [(1, 1, 1, False)])
-    eps = learning_curve.read_episodes(tmp_path / "r" / "episodes.jsonl")
+    eps = learning_curve.read_episodes(RunDir(tmp_path / "r").episodes)
     with pytest.raises(ValueError, match="window_s"):
         learning_curve.windows(eps, 0)
 
@@ -58,7 +59,7 @@ def test_report_draws_the_curve_of_the_run_and_those_compared(tmp_path):
             tmp_path / name, 0.0, [(60 * k, 1000 * k, 300 + 50 * k, False) for k in range(1, 8)]
         )
     row = {"time": 1.0, "env_frames": 10, "agent_steps": 3, "updates": 1, "mean_max_x": 400.0}
-    (tmp_path / "a" / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    RunDir(tmp_path / "a").metrics.write_text(json.dumps(row) + "\n")
     assert report.main(["--run-dir", str(tmp_path / "a"), "--compare", str(tmp_path / "b")]) == 0
     text = (tmp_path / "a" / "report" / "REPORT.md").read_text()
     assert "![Learning curve" in text and "## a" in text and "## b" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from common.rundir import RunDir
 from learner import checkpoint
 from scripts.chaos.soak.faults import Restart
 from scripts.chaos.soak.measure import HANG_S, ActorLives, Checkpoints, LearnerWatch
@@ -65,15 +66,14 @@ def test_learner_lives_updates_and_hangs():
 
 
 def test_every_checkpoint_on_disk_is_loaded_and_a_broken_one_is_the_finding(tmp_path):
+    run = RunDir(tmp_path)
     for version in (3, 7):
-        checkpoint.save(
-            tmp_path, {"policy_version": version, "saved_at": 1000.0 + version}, version
-        )
-    ckpts = Checkpoints(tmp_path)
+        checkpoint.save(run, {"policy_version": version, "saved_at": 1000.0 + version}, version)
+    ckpts = Checkpoints(run)
     assert ckpts.newest_version() == 7
     assert ckpts.check() == {3: 1003.0, 7: 1007.0}
-    (tmp_path / "ckpt-0000000009.pt").write_bytes(b"torn")
-    (tmp_path / ".ckpt-0000000010.pt.tmp-123").write_bytes(b"cut short")
+    (run.checkpoints / "ckpt-0000000009.pt").write_bytes(b"torn")
+    (run.checkpoints / ".ckpt-0000000010.pt.tmp-123").write_bytes(b"cut short")
     got = ckpts.summary()
     assert (got["checked"], got["loaded"], got["stale_temp_files"]) == (5, 4, 1)
     assert got["errors"][0].startswith("ckpt-0000000009.pt:")

@@ -94,10 +94,6 @@ class GpuCollector(Collector):
         log.info("GPU metrics enabled for NVML indices %s", sorted(handles))
         return cls(pynvml, handles, log)
 
-    @property
-    def indices(self) -> list[int]:
-        return sorted(self._handles)
-
     def describe(self) -> Iterator[GaugeMetricFamily]:
         # Lets the registry check for name clashes without querying NVML.
         for name, (help_text, _) in _READS.items():
@@ -116,10 +112,6 @@ class GpuCollector(Collector):
                     continue
                 family.add_metric([str(index)], value)
             yield family
-
-    def close(self) -> None:
-        """Release NVML; unregister the collector from its registry first."""
-        _shutdown(self._nvml)
 
 
 def _reason(e: BaseException) -> str:

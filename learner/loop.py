@@ -1,0 +1,232 @@
+"""The learner's train loop: take a batch of chunks, train on it, publish the weights,
+checkpoint; and what it is built from (`build_training`: the network, optimizer and replay that
+the config describes).
+
+The loop owns the run directory (its lock) for its life. What it reports goes through
+learner/telemetry.py, what it saves and resumes through learner/checkpoint.py, the weights it
+broadcasts through learner/publisher.py; chunks arrive on learner/ingest.py's IO thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+import torch
+import zmq
+
+from common import config as config_io
+from common import curve
+from common.metrics import LearnerMetrics
+from common.model import ActorCritic, resolve_device
+from common.rundir import RunDir
+from learner import checkpoint, reuse
+from learner.batch_size import chunks_to_take
+from learner.batching import collate
+from learner.checkpoint import Totals
+from learner.config import LearnerConfig
+from learner.ingest import HostChunk, Ingest, IngestSettings
+from learner.mixing import ReplayMixer
+from learner.popart import PopArt
+from learner.publisher import Publisher
+from learner.telemetry import Telemetry
+from learner.update import Hyper, Learner
+
+log = logging.getLogger("learner")
+
+
+def training_device(name: str) -> torch.device:
+    """The device of --device `name`, set up for training: fixed input shapes let cuDNN pick
+    its fastest kernels."""
+    device = resolve_device(name)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return device
+
+
+def build_training(cfg: LearnerConfig, device: torch.device) -> tuple[Learner, ReplayMixer | None]:
+    """The model, optimizer and replay mixer that `cfg` describes, on `device`, untrained."""
+    model = ActorCritic(cfg.model_spec()).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
+    popart = PopArt(model.value, cfg.popart_beta, device=device) if cfg.popart else None
+    mixer = None
+    if cfg.replay_capacity and cfg.replay_fraction > 0:
+        mixer = ReplayMixer.create(cfg, device)
+    return Learner(model, optimizer, Hyper.from_config(cfg), popart, seed=cfg.seed), mixer
+
+
+class TrainLoop:
+    def __init__(self, cfg: LearnerConfig, metrics: LearnerMetrics):
+        self.cfg = cfg
+        self.metrics = metrics
+        self.stopping = threading.Event()
+        self.device = training_device(cfg.device)
+        self.run_dir = RunDir(cfg.run_dir)
+        self._lock_fd = checkpoint.lock_run_dir(self.run_dir)
+        self.curve: curve.CurveServer | None = None
+        try:
+            self._build_training()
+            self._build_io()
+        except BaseException:  # a refused checkpoint, a port in use: free what was taken
+            if self.curve:
+                self.curve.stop()
+            checkpoint.unlock_run_dir(self._lock_fd)
+            raise
+
+    def _build_training(self) -> None:
+        """The learner, resumed from the run's checkpoint, and how many passes it makes."""
+        cfg, metrics = self.cfg, self.metrics
+        config_io.write_resolved(cfg, self.run_dir.config)
+        torch.manual_seed(cfg.seed)
+        self.learner, self.mixer = build_training(cfg, self.device)
+        self.model = self.learner.model
+        if self.mixer is not None:
+            metrics.replay_capacity.set(cfg.replay_capacity)
+        checkpoint.remove_stale_temps(self.run_dir)
+        self.totals = checkpoint.resume(self.run_dir, self.learner, self.device)
+        # The counters count this process's work from 0, as Prometheus expects of a counter (one
+        # that restarted at the resumed total, lower than its last scrape whenever a crash lost
+        # updates, would read as a reset and rate() would jump by the whole total); the run's
+        # totals are gauges.
+        metrics.policy_version.set(self.learner.updates)
+        metrics.run_env_frames.set(self.totals.env_frames)
+        metrics.set_build_info(str(self.device))
+        replayed = cfg.replay_fraction / (1 - cfg.replay_fraction) if self.mixer else 0.0
+        self.reuse_limits = reuse.ReuseLimits(
+            min_epochs=cfg.epochs,
+            max_epochs=cfg.max_epochs,
+            max_sample_insert_ratio=cfg.replay_max_sample_insert_ratio,
+            sequences_per_fresh=1.0 + replayed,
+        )
+        self.epochs = cfg.epochs
+        self.batch_size = cfg.batch_size()
+        # Waiting means idle hardware only when the learner has a device of its own: a CPU
+        # learner's wait is CPU time its actors use on the same cores.
+        self.adapt_epochs = cfg.max_epochs > cfg.epochs and self.device.type == "cuda"
+
+    def _build_io(self) -> None:
+        """The sockets (bound here), the weight publisher and the telemetry."""
+        cfg, model_spec = self.cfg, self.model.spec.to_wire()
+        settings = IngestSettings(
+            run_id=cfg.run_id,
+            env_spec={"action_set": cfg.action_set, "frame_size": cfg.frame_size},
+            model_spec=model_spec,
+            unroll_length=cfg.unroll_length,
+            credits_per_actor=cfg.credits_per_actor,
+            queue_chunks=cfg.queue_chunks,
+            max_policy_lag=cfg.max_policy_lag,
+            heartbeat_interval_s=cfg.heartbeat_interval_s,
+            actor_timeout_s=cfg.actor_timeout_s,
+            pin_memory=self.device.type == "cuda",
+        )
+        context = zmq.Context.instance()
+        if cfg.curve_dir:
+            self.curve = curve.CurveServer.start(cfg.curve_dir, context)
+            log.info("CURVE on: %d authorised actor keys", self.curve.authorized_keys)
+        self.ingest = Ingest(
+            settings,
+            self.metrics,
+            lambda: self.learner.updates,
+            host=cfg.host,
+            port=cfg.port,
+            context=context,
+            socket_options=self.curve.socket_options if self.curve else None,
+        )
+        self.publisher = Publisher(self.ingest.publish, model_spec, cfg.weights_dtype)
+        self.telemetry = Telemetry(
+            self.metrics, self.run_dir, self.learner, self.mixer, self.ingest, cfg.status_interval_s
+        )
+
+    def save_checkpoint(self) -> Path:
+        state = checkpoint.learner_state(self.learner, self.totals, config_io.to_dict(self.cfg))
+        path = checkpoint.save(self.run_dir, state, self.learner.updates, self.cfg.keep_checkpoints)
+        self.telemetry.checkpointed()
+        log.info("checkpoint %s", path.name)
+        return path
+
+    def _take_batch(self) -> list[HostChunk] | None:
+        """The chunks of the next update (learner/batch_size.py); None once stopping."""
+        size, start = self.batch_size, time.monotonic()
+        while not self.stopping.is_set():
+            waited = time.monotonic() - start
+            n = chunks_to_take(self.ingest.queued(), size, waited)
+            if n:
+                return self.ingest.take(n, timeout_s=0)  # only this loop takes: n are there
+            # wake for the min-th chunk (past the deadline: the first), the deadline, or every
+            # 0.2 s to notice a stop
+            left = size.wait_s - waited
+            need = size.min_chunks if left > 0 else 1
+            self.ingest.wait_queued(need, timeout_s=min(0.2, left) if left > 0 else 0.2)
+        return None
+
+    def run(self) -> int:
+        cfg = self.cfg
+        self.telemetry.started(self.totals)  # before any registration is answered
+        self.ingest.start()
+        self.publisher.offer(self.learner.updates, self.model)
+        last_publish = last_checkpoint = time.monotonic()
+        since_publish = 0
+        log.info("listening on %s:%d (weights on %d), device %s",
+                 cfg.host, cfg.port, cfg.port + 1, self.device)  # fmt: skip
+        while not self.stopping.is_set():
+            if cfg.max_updates and self.learner.updates >= cfg.max_updates:
+                log.info("reached max_updates=%d", cfg.max_updates)
+                break
+            wait_start = time.perf_counter()
+            chunks = self._take_batch()
+            if chunks is None:
+                break
+            compute_start = time.perf_counter()
+            self.telemetry.took(chunks, wait_s=compute_start - wait_start)
+            batch = collate(chunks, self.device)
+            self.learner.observe_fresh(batch)  # before replay is mixed in
+            steps = batch.unroll_length * batch.num_sequences  # fresh agent steps
+            mixed = None
+            if self.mixer is not None:
+                with self.metrics.replay_sample_seconds.time():
+                    mixed = self.mixer.mix(batch, self.learner.updates)
+                batch = mixed.batch  # the fresh sequences, then the replayed ones
+            stats = self.learner.step(batch, epochs=self.epochs)
+            replayed = 0
+            if mixed is not None:
+                self.mixer.after_update(mixed, stats.priorities)
+                replayed = (batch.num_sequences - mixed.fresh) * batch.unroll_length
+            frames = sum(c.env_frames for c in chunks)
+            self.totals = Totals(self.totals.env_frames + frames, self.totals.agent_steps + steps)
+            compute_s = time.perf_counter() - compute_start
+            self.telemetry.updated(stats, self.totals, steps, replayed, frames, compute_s)
+            if self.adapt_epochs:
+                self.epochs = reuse.next_epochs(
+                    stats.epochs,
+                    self.reuse_limits,
+                    queued_chunks=self.ingest.queued(),
+                    batch_chunks=self.batch_size.max_chunks,
+                    wait_s=compute_start - wait_start,
+                    compute_s=compute_s,
+                )
+            since_publish, now = since_publish + 1, time.monotonic()
+            if (
+                since_publish >= cfg.publish_every_updates
+                and now - last_publish >= cfg.publish_interval_s
+            ):
+                self.publisher.offer(self.learner.updates, self.model)
+                last_publish, since_publish = now, 0
+            if now - last_checkpoint >= cfg.checkpoint_interval_s:
+                self.save_checkpoint()
+                last_checkpoint = now
+        return 0
+
+    def stop(self, *_: object) -> None:
+        self.stopping.set()
+
+    def close(self) -> None:
+        self.publisher.stop()
+        self.ingest.stop()
+        if self.curve:
+            self.curve.stop()
+        checkpoint.unlock_run_dir(self._lock_fd)
+        self.telemetry.close()

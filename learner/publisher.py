@@ -1,0 +1,56 @@
+"""Weight broadcasts off the train loop: the loop offers a snapshot after an update, a thread
+serialises it and hands the message to the IO thread (`Ingest.publish`).
+
+Only the newest snapshot matters to the actors: one offered while the thread is still busy with
+the previous one replaces any that is waiting, so a slow serialisation never queues stale
+weights nor holds up training.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from common import wire
+
+
+class Publisher:
+    def __init__(self, send: Callable[[list[bytes]], None], model_spec: dict, dtype: str):
+        self.send = send  # Ingest.publish: the frames of one message
+        self.model_spec = model_spec
+        self.dtype = np.float16 if dtype == "float16" else np.float32
+        self._slot: tuple[int, dict[str, torch.Tensor]] | None = None
+        self._cond = threading.Condition()
+        self._stop = False
+        self.thread = threading.Thread(target=self._run, name="publisher", daemon=True)
+        self.thread.start()
+
+    def offer(self, version: int, model: torch.nn.Module) -> None:
+        snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}  # on-device copy
+        with self._cond:
+            self._slot = (version, snapshot)
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._slot is None and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                version, snapshot = self._slot
+                self._slot = None
+            tensors = {
+                k: v.cpu().numpy().astype(self.dtype, copy=False) for k, v in snapshot.items()
+            }
+            msg = wire.Weights(policy_version=version, tensors=tensors, model_spec=self.model_spec)
+            self.send(wire.encode(msg))
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self.thread.join(timeout=5)
