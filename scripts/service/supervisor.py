@@ -106,7 +106,8 @@ class Supervisor:
         raise SupervisorError(f"supervisord did not answer within 60 s:\n{self._output()}")
 
     def _output(self) -> str:
-        return tail(self.run.logs / "supervisord.out", 20)
+        out = self.run.logs / "supervisord.out"
+        return "\n".join(out.read_text(errors="replace").splitlines()[-20:])
 
     # ---- asking --------------------------------------------------------------------------
 
@@ -149,16 +150,10 @@ class Supervisor:
     def shutdown(self, timeout_s: float) -> bool:
         """Stop every program (supervisord stops the actors first; the learner writes its final
         checkpoint) and supervisord itself; True once it has exited within `timeout_s`."""
-        pid = self.popen.pid if self.popen else self.running_pid()
-        if pid is None:
-            return True
         try:
             self.rpc().shutdown()
         except (OSError, xmlrpc.client.Error) as exc:
-            if self.popen is None and not _alive(pid):
-                self.run.supervisord_pid.unlink(missing_ok=True)  # it died without cleaning up
-                return True
-            raise SupervisorError(f"cannot reach supervisord (pid {pid}): {exc}") from exc
+            raise SupervisorError(f"cannot reach supervisord for {self.run.root}: {exc}") from exc
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.popen is not None and self.popen.poll() is not None:
@@ -167,20 +162,6 @@ class Supervisor:
                 return True
             time.sleep(0.2)
         return False
-
-
-def tail(path: Path, lines: int = 8) -> str:
-    if not path.exists():
-        return ""
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _die_with_parent() -> None:
