@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from common import curve
-from common.config import LogLevel
+from common.config import Count, LogLevel, NonNegative, Port, Positive, PositiveInt
 from common.config import option as _f
 from common.env import ActionSet, EnvSpec
 
@@ -24,11 +24,11 @@ def _from_learner(what: str, flag: str) -> str:
 @dataclass(frozen=True)
 class ActorConfig:
     learner: str = _f("127.0.0.1:5555", "learner HOST:PORT (weights come from PORT+1)")
-    actor_id: int = _f(0, "this actor's id, unique among the learner's actors", ge=0)
+    actor_id: Count = _f(0, "this actor's id, unique among the learner's actors")
     run_id: str = _f("default", "training run name; must match the learner's --run-id")
     curve_dir: str = _f("", "CURVE keys: actor.key_secret and learner.key (empty = off)")
-    num_envs: int = _f(4, "envs in this process (built one after another)", ge=1)
-    lanes: int = _f(2, "env groups: one steps in a thread while the policy runs another", ge=1)
+    num_envs: PositiveInt = _f(4, "envs in this process (built one after another)")
+    lanes: PositiveInt = _f(2, "env groups: one steps in a thread while the policy runs another")
     level: str = _f("1-1", "Super Mario Bros stage W-S, or a Gymnasium id")
     action_set: ActionSet = _f("simple", "buttons the agent may press (as on the learner)")
     frame_skip: int = _f(4, "NES frames per agent step")
@@ -38,21 +38,21 @@ class ActorConfig:
     reward_clip: float = _f(0.0, "env-side per-step reward clip (0 = off)")
     flag_bonus: float = _f(0.0, "env-side bonus for reaching the flag")
     death_penalty: float = _f(0.0, "env-side penalty for dying")
-    torch_threads: int = _f(1, "torch CPU threads for inference", ge=1)
-    heartbeat_interval_s: float = _f(1.0, "seconds between heartbeats to the learner", gt=0)
-    learner_timeout_s: float = _f(10.0, "reconnect after this long without word", gt=0)
-    reconnect_backoff_max_s: float = _f(10.0, "longest wait between reconnections", gt=0)
-    build_timeout_s: float = _f(120.0, "watchdog budget for building one env", gt=0)
-    build_retries: int = _f(2, "retries of a failed env build before exiting", ge=0)
+    torch_threads: PositiveInt = _f(1, "torch CPU threads for inference")
+    heartbeat_interval_s: Positive = _f(1.0, "seconds between heartbeats to the learner")
+    learner_timeout_s: Positive = _f(10.0, "reconnect after this long without word")
+    reconnect_backoff_max_s: Positive = _f(10.0, "longest wait between reconnections")
+    build_timeout_s: Positive = _f(120.0, "watchdog budget for building one env")
+    build_retries: Count = _f(2, "retries of a failed env build before exiting")
     metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
-    metrics_port: int = _f(0, "port of the /metrics HTTP server (0 = off)", ge=0, le=65535)
-    seed: int = _f(0, "random seed (actions); combined with actor_id", ge=0)
+    metrics_port: Port = _f(0, "port of the /metrics HTTP server (0 = off)")
+    seed: Count = _f(0, "random seed (actions); combined with actor_id")
     eval: bool = _f(False, "evaluation mode: play with the newest weights, send no chunks")
     eval_dir: str = _f("runs/default/eval", "eval mode: where the best episode's video goes")
-    eval_interval_s: float = _f(60.0, "eval mode: seconds between evaluations", ge=0)
-    eval_episodes: int = _f(1, "eval mode: greedy episodes per evaluation", ge=1)
-    eval_sampled_episodes: int = _f(4, "eval mode: sampled episodes per evaluation", ge=0)
-    eval_window: int = _f(10, "eval mode: episodes averaged in mario_eval_* gauges", ge=1)
+    eval_interval_s: NonNegative = _f(60.0, "eval mode: seconds between evaluations")
+    eval_episodes: PositiveInt = _f(1, "eval mode: greedy episodes per evaluation")
+    eval_sampled_episodes: Count = _f(4, "eval mode: sampled episodes per evaluation")
+    eval_window: PositiveInt = _f(10, "eval mode: episodes averaged in mario_eval_* gauges")
     log_level: LogLevel = _f("INFO", "logging level")
 
     RETIRED: ClassVar[dict[str, str]] = {

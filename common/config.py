@@ -1,8 +1,9 @@
 """Turn a process's config dataclass into its command line, a TOML loader and one validator.
 
 Each process has one flat `@dataclass(frozen=True)`; every field is typed, defaulted and
-documented in one line, e.g. `lr: float = field(default=3e-4, metadata={"help": "Adam step size",
-"gt": 0})`. Metadata beside "help" bounds a number: "ge" (>=), "gt" (>), "le" (<=), "lt" (<).
+documented in one line, e.g. `lr: Positive = option(3e-4, "Adam step size")`. A number's bounds
+are part of its type, `Annotated[float, Gt(0), Le(1)]` (Ge: >=, Gt: >, Le: <=, Lt: <); the named
+types below (Positive, PositiveInt, ...) spell the common ones.
 The class may define `problems(self) -> list[str]`: every cross-field violation, each saying what
 to change; and `RETIRED: ClassVar[dict[str, str]]`: former fields, each with the message that a
 flag or key still naming it gets. Field types: bool, int, float, str, Literal[...] of str or int,
@@ -42,20 +43,34 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 from common.rundir import atomic_write
 
 _NOUN = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 
+_HOLDS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+
+
+class Bound(NamedTuple):
+    """A number's bound, in its type: `Annotated[int, Ge(1)]`."""
+
+    sign: str  # a key of _HOLDS, as errors and --help write it
+    limit: float
+
+
+Ge = functools.partial(Bound, ">=")
+Gt = functools.partial(Bound, ">")
+Le = functools.partial(Bound, "<=")
+Lt = functools.partial(Bound, "<")
+
+Positive = Annotated[float, Gt(0)]
+NonNegative = Annotated[float, Ge(0)]
+UnitInterval = Annotated[float, Ge(0), Le(1)]
+PositiveInt = Annotated[int, Ge(1)]
+Count = Annotated[int, Ge(0)]  # a number of things, an id or a seed
+Port = Annotated[int, Ge(0), Le(65535)]  # 0: off
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
-# field metadata -> (the bound holds, how it is written)
-_BOUNDS = {
-    "ge": (operator.ge, ">="),
-    "gt": (operator.gt, ">"),
-    "le": (operator.le, "<="),
-    "lt": (operator.lt, "<"),
-}
 
 
 class ConfigError(ValueError):
@@ -76,7 +91,7 @@ class _Spec(NamedTuple):
     choices: tuple[Any, ...] | None  # the Literal's values
     optional: bool  # None is allowed
     container: type | None  # tuple or list for sequence fields
-    bounds: tuple[tuple[str, float], ...]  # (ge | gt | le | lt, number) the value must meet
+    bounds: tuple[Bound, ...]  # the value must meet each
 
 
 class _Layer(NamedTuple):
@@ -87,9 +102,9 @@ class _Layer(NamedTuple):
     text: bool = False  # command-line strings: parsed rather than type-checked
 
 
-def option(default: Any, help: str, **bounds: float) -> Any:
-    """A field: its default, one line of help, and the bounds of a number (ge, gt, le, lt)."""
-    return dataclasses.field(default=default, metadata={"help": help, **bounds})
+def option(default: Any, help: str) -> Any:
+    """A field: its default and one line of help."""
+    return dataclasses.field(default=default, metadata={"help": help})
 
 
 def load[T](cls: type[T], argv: Sequence[str] | None, *, prog: str, description: str) -> T:
@@ -203,10 +218,9 @@ def _one(spec: _Spec, raw: Any, text: bool) -> Any:
         value = spec.base(raw)
     if value is None:
         raise ValueError(f"expected {_NOUN[spec.base]}, got {got}")
-    for bound, limit in spec.bounds:
-        holds, sign = _BOUNDS[bound]
-        if not holds(value, limit):
-            raise ValueError(f"must be {sign} {limit}, got {value}")
+    for bound in spec.bounds:
+        if not _HOLDS[bound.sign](value, bound.limit):
+            raise ValueError(f"must be {bound.sign} {bound.limit}, got {value}")
     return value
 
 
@@ -224,7 +238,7 @@ def _specs(cls: type) -> dict[str, _Spec]:
     """Every init field of `cls`; a TypeError for anything a developer must fix."""
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls!r} is not a dataclass")
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     specs = {}
     for f in (f for f in dataclasses.fields(cls) if f.init):
         here = f"{cls.__name__}.{f.name}"
@@ -238,10 +252,9 @@ def _specs(cls: type) -> dict[str, _Spec]:
             default = f.default_factory()
         else:
             raise TypeError(f"{here} has no default; give it one")
-        bounds = tuple((k, v) for k, v in f.metadata.items() if k != "help")
-        if unknown := [k for k, _ in bounds if k not in _BOUNDS]:
-            raise TypeError(f"{here}: unknown metadata {unknown}; use help, ge, gt, le, lt")
-        spec = _spec(f.name, help, default, hints[f.name], bounds)
+        if unknown := sorted(set(f.metadata) - {"help"}):
+            raise TypeError(f"{here}: unknown metadata {unknown}; bound a number in its type")
+        spec = _spec(f.name, help, default, hints[f.name])
         if spec is None:
             raise TypeError(f"{here}: unsupported type {hints[f.name]!r}; see common/config.py")
         try:
@@ -252,7 +265,7 @@ def _specs(cls: type) -> dict[str, _Spec]:
     return specs
 
 
-def _spec(name: str, help: str, default: Any, hint: Any, bounds: tuple) -> _Spec | None:
+def _spec(name: str, help: str, default: Any, hint: Any) -> _Spec | None:
     args, optional, container, choices = typing.get_args(hint), False, None, None
     if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
         rest = [a for a in args if a is not type(None)]
@@ -262,6 +275,9 @@ def _spec(name: str, help: str, default: Any, hint: Any, bounds: tuple) -> _Spec
         origin is list and len(args) == 1
     ):
         container, hint = origin, args[0]
+    hint, *bounds = typing.get_args(hint) if typing.get_origin(hint) is Annotated else (hint,)
+    if any(not isinstance(b, Bound) or b.sign not in _HOLDS for b in bounds):
+        return None
     if typing.get_origin(hint) is Literal:
         choices = typing.get_args(hint)
         hint = type(choices[0])
@@ -271,7 +287,7 @@ def _spec(name: str, help: str, default: Any, hint: Any, bounds: tuple) -> _Spec
         return None
     if bounds and (hint not in (int, float) or choices):
         return None
-    return _Spec(name, help, default, hint, choices, optional, container, bounds)
+    return _Spec(name, help, default, hint, choices, optional, container, tuple(bounds))
 
 
 def _parser(cls: type, prog: str, description: str) -> argparse.ArgumentParser:
@@ -294,7 +310,7 @@ def _parser(cls: type, prog: str, description: str) -> argparse.ArgumentParser:
         )
     for spec in _specs(cls).values():
         flag = "--" + spec.name.replace("_", "-")
-        bounds = "".join(f", {_BOUNDS[b][1]} {limit}" for b, limit in spec.bounds)
+        bounds = "".join(f", {b.sign} {b.limit}" for b in spec.bounds)
         help = f"{spec.help} (default: {_default_text(spec.default)}{bounds})".replace("%", "%%")
         if spec.base is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=help)

@@ -9,6 +9,10 @@ tests can build several in one process, and serves it with `serve(registry, host
     ...
     server.close()
 
+Each class declares its metrics as a table, one row per metric: the attribute it is reached by
+(named without the `mario_` prefix and the `_total` suffix: `updates` is
+`mario_learner_updates_total`), its prometheus_client class, name, help, labels and buckets.
+
 Conventions: every name starts with `mario_`; values are in base units (`_seconds`, `_bytes`);
 ratios are 0-1; counters end in `_total` (prometheus_client appends it, so a Counter is declared
 without it); labels take a small closed set of values. The actor id is a Prometheus target label
@@ -23,35 +27,34 @@ from NVML at scrape time instead.
 from __future__ import annotations
 
 import importlib.metadata
+import itertools
 import platform
 import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import partial
 from threading import Thread
-from typing import Any
+from typing import NamedTuple
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    Info,
-    start_http_server,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
 from prometheus_client.gc_collector import GCCollector
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 OUTCOMES = ("flag", "death", "no_progress", "other")  # how an episode ended
 REJECT_REASONS = ("decode", "spec", "unknown_actor", "auth", "other")  # why a message was dropped
-SAMPLE_SOURCES = ("fresh", "replay")
-CHUNK_RESULTS = ("accepted", "stale", "rejected")
-LOSS_TERMS = ("policy", "baseline", "entropy", "total")
-PRIORITY_STATS = ("p50", "p90", "p99", "max")
-EVAL_POLICIES = ("greedy", "sampled")  # argmax actions; actions drawn from the policy
+# Every label's closed set of values, created up front; "level" takes the levels passed in.
+LABEL_VALUES = {
+    "outcome": OUTCOMES,
+    "reason": REJECT_REASONS,
+    "source": ("fresh", "replay"),
+    "result": ("accepted", "stale", "rejected"),
+    "term": ("policy", "baseline", "entropy", "total"),
+    "stat": ("p50", "p90", "p99", "max"),
+    "policy": ("greedy", "sampled"),  # argmax actions; actions drawn from the policy
+}
 
 # Buckets. Mario 1-1: the flag is near x = 3160; the game's own return is about the distance
 # travelled minus the clock, and -15 per death.
@@ -67,188 +70,107 @@ ENV_BUILD_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 REPLAY_SAMPLE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1)
 
 
-def _outcome(outcome: str) -> str:
-    return outcome if outcome in OUTCOMES else "other"
+class _M(NamedTuple):
+    """One row of a metrics table."""
+
+    attr: str
+    kind: type[MetricWrapperBase]  # Counter, Gauge, Histogram or Info
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()  # each one a key of LABEL_VALUES, or "level"
+    buckets: tuple[float, ...] = ()  # histograms only
 
 
-def _makers(r: CollectorRegistry) -> tuple[Any, Any, Any]:
-    return partial(Counter, registry=r), partial(Gauge, registry=r), partial(Histogram, registry=r)
+class _Metrics:
+    """Builds the subclass's TABLE into `registry` (a fresh one by default), one attribute per
+    row, with every known label value created."""
+
+    TABLE: tuple[_M, ...] = ()
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, levels: Iterable[str] = ()):
+        self.registry = CollectorRegistry() if registry is None else registry
+        known = {**LABEL_VALUES, "level": tuple(levels)}
+        for m in self.TABLE:
+            extra = {"buckets": m.buckets} if m.buckets else {}
+            metric = m.kind(m.name, m.help, m.labels, registry=self.registry, **extra)
+            if m.labels:  # every combination of the known values
+                for values in itertools.product(*(known[label] for label in m.labels)):
+                    metric.labels(*values)
+            setattr(self, m.attr, metric)
 
 
-class LearnerMetrics:
-    """The learner's metrics. Attributes are the prometheus_client objects, named without the
-    `mario_` prefix and the `_total` suffix (`updates` is `mario_learner_updates_total`)."""
+class LearnerMetrics(_Metrics):
+    """The learner's metrics."""
 
-    def __init__(
-        self,
-        registry: CollectorRegistry | None = None,
-        *,
-        levels: Iterable[str] = (),
-        device: str = "unknown",
-    ):
-        r = self.registry = CollectorRegistry() if registry is None else registry
-        counter, gauge, histogram = _makers(r)
-
+    # fmt: off
+    TABLE = (
         # --- throughput ---
         # Counters count this process's work from 0; the run's totals, resumed from the checkpoint,
         # are the gauges mario_policy_version (updates) and mario_learner_run_env_frames.
-        self.updates: Counter = counter(
-            "mario_learner_updates",
-            "Optimizer updates by this process (the run's: policy version).",
-        )
-        self.env_frames: Counter = counter(
-            "mario_learner_env_frames", "NES frames of the fresh agent steps this process consumed."
-        )
-        self.run_env_frames: Gauge = gauge(
-            "mario_learner_run_env_frames",
-            "NES frames of fresh agent steps consumed over the whole run (resumed with it).",
-        )
-        self.agent_steps: Counter = counter("mario_learner_agent_steps", "Fresh agent steps used.")
-        self.samples: Counter = counter(
-            "mario_learner_samples", "Agent steps trained on, by source.", ["source"]
-        )
-        self.agent_steps_per_second: Gauge = gauge(
-            "mario_learner_agent_steps_per_second", "Fresh agent steps used per second, recently."
-        )
-        self.samples_per_second: Gauge = gauge(
-            "mario_learner_samples_per_second", "Agent steps trained on per second.", ["source"]
-        )
-        self.policy_version: Gauge = gauge("mario_policy_version", "Learner's policy version.")
-        self.policy_lag: Histogram = histogram(
-            "mario_policy_lag_updates",
-            "Learner policy version minus a chunk's behaviour policy version, at consumption.",
-            buckets=LAG_BUCKETS,
-        )
-
+        _M("updates", Counter, "mario_learner_updates", "Optimizer updates by this process (the run's: policy version)."),
+        _M("env_frames", Counter, "mario_learner_env_frames", "NES frames of the fresh agent steps this process consumed."),
+        _M("run_env_frames", Gauge, "mario_learner_run_env_frames", "NES frames of fresh agent steps consumed over the whole run (resumed with it)."),
+        _M("agent_steps", Counter, "mario_learner_agent_steps", "Fresh agent steps used."),
+        _M("samples", Counter, "mario_learner_samples", "Agent steps trained on, by source.", ("source",)),
+        _M("agent_steps_per_second", Gauge, "mario_learner_agent_steps_per_second", "Fresh agent steps used per second, recently."),
+        _M("samples_per_second", Gauge, "mario_learner_samples_per_second", "Agent steps trained on per second.", ("source",)),
+        _M("policy_version", Gauge, "mario_policy_version", "Learner's policy version."),
+        _M("policy_lag", Histogram, "mario_policy_lag_updates", "Learner policy version minus a chunk's behaviour policy version, at consumption.", buckets=LAG_BUCKETS),
         # --- ingest and broadcast ---
-        self.chunks: Counter = counter("mario_learner_chunks", "Chunks received.", ["result"])
-        self.messages_rejected: Counter = counter(
-            "mario_learner_messages_rejected", "Messages dropped, by reason.", ["reason"]
-        )
-        self.ingest_queue_depth: Gauge = gauge(
-            "mario_learner_ingest_queue_depth", "Chunks waiting to be trained on."
-        )
-        self.ingest_queue_capacity: Gauge = gauge(
-            "mario_learner_ingest_queue_capacity", "Chunks the ingest queue holds."
-        )
-        self.ingest_bytes: Counter = counter(
-            "mario_learner_ingest_bytes", "Chunk payload bytes received."
-        )
-        self.chunk_latency: Histogram = histogram(
-            "mario_chunk_latency_seconds",
-            "Time from an actor sending a chunk to the learner consuming it.",
-            buckets=LATENCY_BUCKETS,
-        )
-        self.actors_connected: Gauge = gauge("mario_actors_connected", "Actors heard recently.")
-        self.weights_broadcast_bytes: Counter = counter(
-            "mario_weights_broadcast_bytes", "Bytes of policy weights sent."
-        )
-        self.weights_broadcasts: Counter = counter(
-            "mario_weights_broadcasts", "Policy weight messages sent."
-        )
-
+        _M("chunks", Counter, "mario_learner_chunks", "Chunks received.", ("result",)),
+        _M("messages_rejected", Counter, "mario_learner_messages_rejected", "Messages dropped, by reason.", ("reason",)),
+        _M("ingest_queue_depth", Gauge, "mario_learner_ingest_queue_depth", "Chunks waiting to be trained on."),
+        _M("ingest_queue_capacity", Gauge, "mario_learner_ingest_queue_capacity", "Chunks the ingest queue holds."),
+        _M("ingest_bytes", Counter, "mario_learner_ingest_bytes", "Chunk payload bytes received."),
+        _M("chunk_latency", Histogram, "mario_chunk_latency_seconds", "Time from an actor sending a chunk to the learner consuming it.", buckets=LATENCY_BUCKETS),
+        _M("actors_connected", Gauge, "mario_actors_connected", "Actors heard recently."),
+        _M("weights_broadcast_bytes", Counter, "mario_weights_broadcast_bytes", "Bytes of policy weights sent."),
+        _M("weights_broadcasts", Counter, "mario_weights_broadcasts", "Policy weight messages sent."),
         # --- train loop: wait / (wait + compute) is the share of time starved for data ---
-        self.update_seconds: Histogram = histogram(
-            "mario_learner_update_seconds", "Duration of one update.", buckets=UPDATE_BUCKETS
-        )
-        self.wait_seconds: Counter = counter(
-            "mario_learner_wait_seconds", "Train loop time spent waiting for data."
-        )
-        self.batch_chunks: Histogram = histogram(
-            "mario_learner_batch_chunks", "Chunks per update.", buckets=BATCH_CHUNK_BUCKETS
-        )
-        self.compute_seconds: Counter = counter(
-            "mario_learner_compute_seconds", "Train loop time spent computing."
-        )
-        self.loss: Gauge = gauge("mario_learner_loss", "Last update's loss, by term.", ["term"])
-        self.grad_norm: Gauge = gauge(
-            "mario_learner_grad_norm", "Last update's gradient norm, before clipping."
-        )
-        self.entropy: Gauge = gauge("mario_learner_entropy", "Last update's mean entropy (nats).")
-        self.sgd_steps: Counter = counter(
-            "mario_learner_sgd_steps", "Optimizer steps (epochs x minibatches per update)."
-        )
-        self.epochs: Gauge = gauge(
-            "mario_learner_epochs",
-            "Passes over each batch in the last update (adapts to the data rate when enabled).",
-        )
-        self.clip_fraction: Gauge = gauge(
-            "mario_learner_clip_fraction",
-            "Last update's share of steps whose PPO surrogate was clipped (0 when off).",
-        )
-        self.value_scale: Gauge = gauge(
-            "mario_learner_value_scale",
-            "PopArt's running sigma of the value targets (1 when PopArt is off).",
-        )
-
+        _M("update_seconds", Histogram, "mario_learner_update_seconds", "Duration of one update.", buckets=UPDATE_BUCKETS),
+        _M("wait_seconds", Counter, "mario_learner_wait_seconds", "Train loop time spent waiting for data."),
+        _M("batch_chunks", Histogram, "mario_learner_batch_chunks", "Chunks per update.", buckets=BATCH_CHUNK_BUCKETS),
+        _M("compute_seconds", Counter, "mario_learner_compute_seconds", "Train loop time spent computing."),
+        _M("loss", Gauge, "mario_learner_loss", "Last update's loss, by term.", ("term",)),
+        _M("grad_norm", Gauge, "mario_learner_grad_norm", "Last update's gradient norm, before clipping."),
+        _M("entropy", Gauge, "mario_learner_entropy", "Last update's mean entropy (nats)."),
+        _M("sgd_steps", Counter, "mario_learner_sgd_steps", "Optimizer steps (epochs x minibatches per update)."),
+        _M("epochs", Gauge, "mario_learner_epochs", "Passes over each batch in the last update (adapts to the data rate when enabled)."),
+        _M("clip_fraction", Gauge, "mario_learner_clip_fraction", "Last update's share of steps whose PPO surrogate was clipped (0 when off)."),
+        _M("value_scale", Gauge, "mario_learner_value_scale", "PopArt's running sigma of the value targets (1 when PopArt is off)."),
         # --- episodes, as reported by the actors ---
-        self.episode_return: Histogram = histogram(
-            "mario_episode_return", "Game return (unshaped).", ["level"], buckets=RETURN_BUCKETS
-        )
-        self.episode_max_x: Histogram = histogram(
-            "mario_episode_max_x", "Largest x position reached.", ["level"], buckets=MAX_X_BUCKETS
-        )
-        self.episode_length: Histogram = histogram(
-            "mario_episode_length_steps", "Episode agent steps.", ["level"], buckets=LENGTH_BUCKETS
-        )
-        self.episodes: Counter = counter(
-            "mario_episodes", "Finished episodes, by level and outcome.", ["level", "outcome"]
-        )
-
+        _M("episode_return", Histogram, "mario_episode_return", "Game return (unshaped).", ("level",), RETURN_BUCKETS),
+        _M("episode_max_x", Histogram, "mario_episode_max_x", "Largest x position reached.", ("level",), MAX_X_BUCKETS),
+        _M("episode_length", Histogram, "mario_episode_length_steps", "Episode agent steps.", ("level",), LENGTH_BUCKETS),
+        _M("episodes", Counter, "mario_episodes", "Finished episodes, by level and outcome.", ("level", "outcome")),
         # --- replay ---
-        self.replay_size: Gauge = gauge("mario_replay_size_sequences", "Sequences in replay.")
-        self.replay_capacity: Gauge = gauge(
-            "mario_replay_capacity_sequences", "Sequences replay can hold."
-        )
-        self.replay_sample_insert_ratio: Gauge = gauge(
-            "mario_replay_sample_insert_ratio", "Sequences sampled per sequence inserted."
-        )
+        _M("replay_size", Gauge, "mario_replay_size_sequences", "Sequences in replay."),
+        _M("replay_capacity", Gauge, "mario_replay_capacity_sequences", "Sequences replay can hold."),
+        _M("replay_sample_insert_ratio", Gauge, "mario_replay_sample_insert_ratio", "Sequences sampled per sequence inserted."),
         # Not `quantile`: Prometheus reserves that label for summaries (promtool rejects it).
-        self.replay_priority: Gauge = gauge(
-            "mario_replay_priority", "Replay priority distribution (p50|p90|p99|max).", ["stat"]
-        )
-        self.replay_sample_seconds: Histogram = histogram(
-            "mario_replay_sample_seconds",
-            "Duration of one replay sample.",
-            buckets=REPLAY_SAMPLE_BUCKETS,
-        )
-        self.replay_skipped: Counter = counter(
-            "mario_replay_skipped", "Replay sequences the sample/insert rate limiter left out."
-        )
-
+        _M("replay_priority", Gauge, "mario_replay_priority", "Replay priority distribution (p50|p90|p99|max).", ("stat",)),
+        _M("replay_sample_seconds", Histogram, "mario_replay_sample_seconds", "Duration of one replay sample.", buckets=REPLAY_SAMPLE_BUCKETS),
+        _M("replay_skipped", Counter, "mario_replay_skipped", "Replay sequences the sample/insert rate limiter left out."),
         # --- lifecycle ---
-        self.checkpoints: Counter = counter("mario_learner_checkpoints", "Checkpoints written.")
-        self.last_checkpoint_timestamp: Gauge = gauge(
-            "mario_learner_last_checkpoint_timestamp_seconds", "Unix time of the last checkpoint."
-        )
-        self.start_time: Gauge = gauge(
-            "mario_learner_start_time_seconds",
-            "Unix time the learner started serving (sockets bound, checkpoint loaded).",
-        )
-        self.build_info = Info("mario_build", "Version, device and CPU architecture.", registry=r)
+        _M("checkpoints", Counter, "mario_learner_checkpoints", "Checkpoints written."),
+        _M("last_checkpoint_timestamp", Gauge, "mario_learner_last_checkpoint_timestamp_seconds", "Unix time of the last checkpoint."),
+        _M("start_time", Gauge, "mario_learner_start_time_seconds", "Unix time the learner started serving (sockets bound, checkpoint loaded)."),
+        _M("build_info", Info, "mario_build", "Version, device and CPU architecture."),
+    )
+    # fmt: on
 
-        for s in SAMPLE_SOURCES:
-            self.samples.labels(s)
-            self.samples_per_second.labels(s)
-        for c in CHUNK_RESULTS:
-            self.chunks.labels(c)
-        for reason in REJECT_REASONS:
-            self.messages_rejected.labels(reason)
-        for t in LOSS_TERMS:
-            self.loss.labels(t)
-        for stat in PRIORITY_STATS:
-            self.replay_priority.labels(stat)
-        for level in levels:
-            for h in (self.episode_return, self.episode_max_x, self.episode_length):
-                h.labels(level)
-            for o in OUTCOMES:
-                self.episodes.labels(level, o)
+    def __init__(self, registry: CollectorRegistry | None = None, *, levels: Iterable[str] = ()):
+        super().__init__(registry, levels=levels)
         self.start_time.set_to_current_time()
-        self.set_build_info(device)
+        self.set_build_info("unknown")  # until the learner knows its device
 
     def set_build_info(self, device: str) -> None:
         """Set `mario_build_info{version, device, arch}`; device e.g. "cuda" or "cpu"."""
-        self.build_info.info({"version": _version(), "device": device, "arch": platform.machine()})
+        try:
+            version = importlib.metadata.version("mario-impala")
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown"
+        self.build_info.info({"version": version, "device": device, "arch": platform.machine()})
 
     def reject(self, reason: str) -> None:
         """Count a dropped message; a reason outside REJECT_REASONS counts as "other"."""
@@ -264,78 +186,54 @@ class LearnerMetrics:
         self.episodes.labels(level, _outcome(outcome)).inc()
 
 
-class ActorMetrics:
-    """One actor process's metrics, named like `LearnerMetrics`'s attributes."""
+class ActorMetrics(_Metrics):
+    """One actor process's metrics."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, *, levels: Iterable[str] = ()):
-        r = self.registry = CollectorRegistry() if registry is None else registry
-        counter, gauge, histogram = _makers(r)
-        self.env_frames: Counter = counter("mario_actor_env_frames", "NES frames emulated.")
-        self.agent_steps: Counter = counter("mario_actor_agent_steps", "Agent steps taken.")
-        self.agent_steps_per_second: Gauge = gauge(
-            "mario_actor_agent_steps_per_second", "Agent steps per second, recently."
-        )
-        self.env_build_seconds: Histogram = histogram(
-            "mario_actor_env_build_seconds", "Time to build an env.", buckets=ENV_BUILD_BUCKETS
-        )
-        self.env_build_failures: Counter = counter(
-            "mario_actor_env_build_failures", "Env build attempts that failed."
-        )
-        self.inference_seconds: Counter = counter(
-            "mario_actor_inference_seconds", "Time spent in policy inference."
-        )
-        self.step_seconds: Counter = counter("mario_actor_step_seconds", "Time stepping envs.")
-        self.flow_control_wait_seconds: Counter = counter(
-            "mario_actor_flow_control_wait_seconds", "Time blocked waiting for a send credit."
-        )
-        self.policy_version: Gauge = gauge("mario_actor_policy_version", "Acting policy version.")
-        self.episodes: Counter = counter(
-            "mario_actor_episodes", "Finished episodes.", ["level", "outcome"]
-        )
-        self.chunks_sent: Counter = counter("mario_actor_chunks_sent", "Chunks sent.")
-        self.reconnects: Counter = counter(
-            "mario_actor_reconnects",
-            "New sessions with the learner: after a silence, or a learner that forgot this actor.",
-        )
-        self.credits: Gauge = gauge("mario_actor_credits", "Send credits in hand.")
-        self.connected: Gauge = gauge("mario_actor_connected", "1 while the learner answers.")
-        self.registered_time: Gauge = gauge(
-            "mario_actor_registered_timestamp_seconds",
-            "Unix time the learner last accepted this actor's registration.",
-        )
-        self.last_chunk_time: Gauge = gauge(
-            "mario_actor_last_chunk_timestamp_seconds", "Unix time the last chunk was sent."
-        )
-        for level in levels:
-            for o in OUTCOMES:
-                self.episodes.labels(level, o)
+    # fmt: off
+    TABLE = (
+        _M("env_frames", Counter, "mario_actor_env_frames", "NES frames emulated."),
+        _M("agent_steps", Counter, "mario_actor_agent_steps", "Agent steps taken."),
+        _M("agent_steps_per_second", Gauge, "mario_actor_agent_steps_per_second", "Agent steps per second, recently."),
+        _M("env_build_seconds", Histogram, "mario_actor_env_build_seconds", "Time to build an env.", buckets=ENV_BUILD_BUCKETS),
+        _M("env_build_failures", Counter, "mario_actor_env_build_failures", "Env build attempts that failed."),
+        _M("inference_seconds", Counter, "mario_actor_inference_seconds", "Time spent in policy inference."),
+        _M("step_seconds", Counter, "mario_actor_step_seconds", "Time stepping envs."),
+        _M("flow_control_wait_seconds", Counter, "mario_actor_flow_control_wait_seconds", "Time blocked waiting for a send credit."),
+        _M("policy_version", Gauge, "mario_actor_policy_version", "Acting policy version."),
+        _M("episodes", Counter, "mario_actor_episodes", "Finished episodes.", ("level", "outcome")),
+        _M("chunks_sent", Counter, "mario_actor_chunks_sent", "Chunks sent."),
+        _M("reconnects", Counter, "mario_actor_reconnects", "New sessions with the learner: after a silence, or a learner that forgot this actor."),
+        _M("credits", Gauge, "mario_actor_credits", "Send credits in hand."),
+        _M("connected", Gauge, "mario_actor_connected", "1 while the learner answers."),
+        _M("registered_time", Gauge, "mario_actor_registered_timestamp_seconds", "Unix time the learner last accepted this actor's registration."),
+        _M("last_chunk_time", Gauge, "mario_actor_last_chunk_timestamp_seconds", "Unix time the last chunk was sent."),
+    )
+    # fmt: on
 
     def count_episode(self, level: str, outcome: str) -> None:
         """Count one finished episode; an outcome outside OUTCOMES counts as "other"."""
         self.episodes.labels(level, _outcome(outcome)).inc()
 
 
-class EvalMetrics:
+class EvalMetrics(_Metrics):
     """The evaluator's metrics, per level and policy (`greedy`: argmax actions; `sampled`: actions
     drawn from the policy); gauges hold means over each policy's last evaluation episodes."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, *, levels: Iterable[str] = ()):
-        r = self.registry = CollectorRegistry() if registry is None else registry
-        counter, gauge, _ = _makers(r)
-        lp = ["level", "policy"]
-        self.max_x: Gauge = gauge("mario_eval_max_x", "Mean max x position.", lp)
-        self.median_max_x: Gauge = gauge("mario_eval_median_max_x", "Median max x position.", lp)
-        self.flag_rate: Gauge = gauge("mario_eval_flag_rate", "Share reaching the flag.", lp)
-        self.episode_return: Gauge = gauge("mario_eval_return", "Mean game return.", lp)
-        self.episodes: Counter = counter("mario_eval_episodes", "Evaluation episodes played.", lp)
-        self.policy_version: Gauge = gauge("mario_eval_policy_version", "Policy evaluated.", lp)
-        self.best_max_x: Gauge = gauge("mario_eval_best_max_x", "Best mean max x so far.", lp)
-        for level in levels:
-            for policy in EVAL_POLICIES:
-                for m in (self.max_x, self.median_max_x, self.flag_rate, self.episode_return):
-                    m.labels(level, policy)
-                for m in (self.episodes, self.policy_version, self.best_max_x):
-                    m.labels(level, policy)
+    # fmt: off
+    TABLE = (
+        _M("max_x", Gauge, "mario_eval_max_x", "Mean max x position.", ("level", "policy")),
+        _M("median_max_x", Gauge, "mario_eval_median_max_x", "Median max x position.", ("level", "policy")),
+        _M("flag_rate", Gauge, "mario_eval_flag_rate", "Share reaching the flag.", ("level", "policy")),
+        _M("episode_return", Gauge, "mario_eval_return", "Mean game return.", ("level", "policy")),
+        _M("episodes", Counter, "mario_eval_episodes", "Evaluation episodes played.", ("level", "policy")),
+        _M("policy_version", Gauge, "mario_eval_policy_version", "Policy evaluated.", ("level", "policy")),
+        _M("best_max_x", Gauge, "mario_eval_best_max_x", "Best mean max x so far.", ("level", "policy")),
+    )
+    # fmt: on
+
+
+def _outcome(outcome: str) -> str:
+    return outcome if outcome in OUTCOMES else "other"
 
 
 def add_process_metrics(registry: CollectorRegistry) -> None:
@@ -343,16 +241,8 @@ def add_process_metrics(registry: CollectorRegistry) -> None:
 
     These keep the names Prometheus tooling expects, outside the `mario_` namespace.
     """
-    ProcessCollector(registry=registry)
-    PlatformCollector(registry=registry)
-    GCCollector(registry=registry)
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("mario-impala")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    for collector in (ProcessCollector, PlatformCollector, GCCollector):
+        collector(registry=registry)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,7 +256,6 @@ class MetricsServer:
 
     server: WSGIServer
     thread: Thread
-    host: str
     port: int
 
     def close(self, timeout_s: float = 5.0) -> None:
@@ -391,7 +280,7 @@ def serve(registry: CollectorRegistry, host: str, port: int) -> MetricsServer:
             f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; pass another "
             "--metrics-port (0 turns metrics off) or --metrics-host, or stop the process using it"
         ) from None
-    return MetricsServer(server, thread, host, server.server_port)
+    return MetricsServer(server, thread, server.server_port)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import Annotated, Literal
 
 from common import curve
-from common.config import LogLevel
+from common.config import (
+    Count,
+    Ge,
+    Gt,
+    Le,
+    LogLevel,
+    Lt,
+    NonNegative,
+    Port,
+    Positive,
+    PositiveInt,
+    UnitInterval,
+)
 from common.config import option as _f
 from common.env import ACTION_SETS, ActionSet
 from common.model import Arch, ModelSpec
@@ -22,59 +34,59 @@ class LearnerConfig:
     run_id: str = _f("default", "training run name; actors must register with the same --run-id")
     device: str = _f("auto", "auto | cpu | cuda | cuda:N (auto = CUDA when available)")
     host: str = _f("127.0.0.1", "address to bind: PORT (chunks) and PORT+1 (weights)")
-    port: int = _f(5555, "ROUTER port for actors; weights go out on PORT+1", ge=1, le=65534)
+    port: Annotated[int, Ge(1), Le(65534)] = _f(5555, "ROUTER port for actors; weights on PORT+1")
     curve_dir: str = _f("", "CURVE keys: learner.key_secret, authorized/*.key (empty = off)")
     insecure: bool = _f(False, "allow a non-loopback --host without --curve-dir (anyone connects)")
     metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
-    metrics_port: int = _f(9000, "port of the /metrics HTTP server (0 = off)", ge=0, le=65535)
+    metrics_port: Port = _f(9000, "port of the /metrics HTTP server (0 = off)")
     action_set: ActionSet = _f("simple", "the actors' action set (fixes the number of actions)")
-    frame_size: int = _f(84, "observation size in pixels (square)", ge=1)
+    frame_size: PositiveInt = _f(84, "observation size in pixels (square)")
     arch: Arch = _f("small", "network, sent to the actors at registration")
     last_action: bool = _f(True, "the policy also sees its previous action (IMPALA)")
     input_norm: bool = _f(True, "standardise each pixel by running moments (sent with the weights)")
-    unroll_length: int = _f(32, "agent steps per chunk (T), sent to the actors", ge=1)
-    min_batch_chunks: int = _f(4, "an update waits for this many chunks, takes all queued", ge=1)
-    max_batch_chunks: int = _f(8, "chunks per update, at most (queue_chunks must hold them)", ge=1)
-    batch_wait_s: float = _f(2.0, "after this long, train on the chunks there are (>= 1)", ge=0)
-    batch_chunks: int | None = _f(None, "sets --min- and --max-batch-chunks (none = unset)", ge=1)
-    learning_rate: float = _f(2.5e-4, "Adam learning rate", gt=0)
-    adam_eps: float = _f(1e-5, "Adam epsilon", gt=0)
-    discount: float = _f(0.9, "discount factor gamma", ge=0, le=1)
-    reward_scale: float = _f(0.1, "rewards are multiplied by this before clipping", gt=0)
-    reward_clip: float = _f(0.0, "clip scaled rewards to +-this (0 = off)", ge=0)
-    baseline_cost: float = _f(0.5, "weight of the value loss", ge=0)
-    entropy_cost: float = _f(0.01, "weight of the entropy bonus", ge=0)
-    max_grad_norm: float = _f(40.0, "clip the global gradient norm to this", gt=0)
-    clip_rho_threshold: float = _f(1.0, "V-trace rho-bar", gt=0)
-    clip_pg_rho_threshold: float = _f(1.0, "V-trace rho-bar of the policy gradient", gt=0)
-    epochs: int = _f(4, "passes over each batch (a GPU learner that waits adds more)", ge=1)
-    max_epochs: int = _f(8, "passes a GPU learner that waits for data may make", ge=1)
-    minibatches: int = _f(2, "optimizer steps per pass, each on a share of the sequences", ge=1)
-    ppo_clip: float = _f(0.1, "clip pi/mu to [1/(1+c), 1+c] in APPO's surrogate (0 = off)", ge=0)
+    unroll_length: PositiveInt = _f(32, "agent steps per chunk (T), sent to the actors")
+    min_batch_chunks: PositiveInt = _f(4, "an update waits for this many chunks, takes all queued")
+    max_batch_chunks: PositiveInt = _f(8, "most chunks per update (queue_chunks must hold them)")
+    batch_wait_s: NonNegative = _f(2.0, "after this long, train on the chunks there are (>= 1)")
+    batch_chunks: PositiveInt | None = _f(None, "sets --min- and --max-batch-chunks (none = unset)")
+    learning_rate: Positive = _f(2.5e-4, "Adam learning rate")
+    adam_eps: Positive = _f(1e-5, "Adam epsilon")
+    discount: UnitInterval = _f(0.9, "discount factor gamma")
+    reward_scale: Positive = _f(0.1, "rewards are multiplied by this before clipping")
+    reward_clip: NonNegative = _f(0.0, "clip scaled rewards to +-this (0 = off)")
+    baseline_cost: NonNegative = _f(0.5, "weight of the value loss")
+    entropy_cost: NonNegative = _f(0.01, "weight of the entropy bonus")
+    max_grad_norm: Positive = _f(40.0, "clip the global gradient norm to this")
+    clip_rho_threshold: Positive = _f(1.0, "V-trace rho-bar")
+    clip_pg_rho_threshold: Positive = _f(1.0, "V-trace rho-bar of the policy gradient")
+    epochs: PositiveInt = _f(4, "passes over each batch (a GPU learner that waits adds more)")
+    max_epochs: PositiveInt = _f(8, "passes a GPU learner that waits for data may make")
+    minibatches: PositiveInt = _f(2, "optimizer steps per pass, each on a share of the sequences")
+    ppo_clip: NonNegative = _f(0.1, "clip pi/mu to [1/(1+c), 1+c] in APPO's surrogate (0 = off)")
     normalize_advantages: bool = _f(True, "advantages to zero mean, unit std per minibatch")
     popart: bool = _f(True, "normalise value targets with PopArt")
-    popart_beta: float = _f(3e-3, "PopArt's step size for the targets' moments", gt=0, le=1)
-    replay_capacity: int = _f(2048, "prioritized replay size in sequences (0 = off)", ge=0)
-    replay_fraction: float = _f(0.0, "share of each batch drawn from replay", ge=0, lt=1)
-    replay_alpha: float = _f(0.6, "priority exponent alpha: P(i) ~ p_i^alpha", ge=0)
-    replay_beta: float = _f(0.4, "initial importance-weight exponent beta, to 1", ge=0, le=1)
-    replay_beta_anneal_updates: int = _f(100_000, "updates over which beta reaches 1", ge=1)
-    replay_max_sample_insert_ratio: float = _f(8.0, "sequences trained on per fresh one", gt=0)
-    replay_min_size: int = _f(64, "sequences in replay before it is sampled", ge=0)
-    max_policy_lag: int = _f(50, "drop chunks of a policy more updates old than this", ge=0)
-    queue_chunks: int = _f(8, "ingest queue capacity; full, it stops granting credits", ge=1)
-    credits_per_actor: int = _f(2, "chunks an actor may have in flight", ge=1)
-    publish_every_updates: int = _f(1, "broadcast weights after this many updates ...", ge=1)
-    publish_interval_s: float = _f(0.5, "... but no more often than this", ge=0)
+    popart_beta: Annotated[float, Gt(0), Le(1)] = _f(3e-3, "step size of PopArt's target moments")
+    replay_capacity: Count = _f(2048, "prioritized replay size in sequences (0 = off)")
+    replay_fraction: Annotated[float, Ge(0), Lt(1)] = _f(0.0, "share of each batch from replay")
+    replay_alpha: NonNegative = _f(0.6, "priority exponent alpha: P(i) ~ p_i^alpha")
+    replay_beta: UnitInterval = _f(0.4, "initial importance-weight exponent beta, to 1")
+    replay_beta_anneal_updates: PositiveInt = _f(100_000, "updates over which beta reaches 1")
+    replay_max_sample_insert_ratio: Positive = _f(8.0, "sequences trained on per fresh one")
+    replay_min_size: Count = _f(64, "sequences in replay before it is sampled")
+    max_policy_lag: Count = _f(50, "drop chunks of a policy more updates old than this")
+    queue_chunks: PositiveInt = _f(8, "ingest queue capacity; full, it stops granting credits")
+    credits_per_actor: PositiveInt = _f(2, "chunks an actor may have in flight")
+    publish_every_updates: PositiveInt = _f(1, "broadcast weights after this many updates ...")
+    publish_interval_s: NonNegative = _f(0.5, "... but no more often than this")
     weights_dtype: WeightsDtype = _f("float32", "dtype of broadcast weights")
-    checkpoint_interval_s: float = _f(300.0, "seconds between checkpoints (and on SIGTERM)", gt=0)
-    keep_checkpoints: int = _f(3, "newest checkpoints kept in run_dir/checkpoints", ge=1)
-    heartbeat_interval_s: float = _f(1.0, "seconds between heartbeats to actors", gt=0)
-    actor_timeout_s: float = _f(15.0, "forget an actor silent this long", gt=0)
-    max_updates: int = _f(0, "stop after this many updates (0 = run until stopped)", ge=0)
-    status_interval_s: float = _f(0.0, "print a status line to stderr this often (0 = off)", ge=0)
-    torch_threads: int = _f(0, "torch CPU threads (0 = torch's default)", ge=0)
-    seed: int = _f(0, "random seed", ge=0)
+    checkpoint_interval_s: Positive = _f(300.0, "seconds between checkpoints (and on SIGTERM)")
+    keep_checkpoints: PositiveInt = _f(3, "newest checkpoints kept in run_dir/checkpoints")
+    heartbeat_interval_s: Positive = _f(1.0, "seconds between heartbeats to actors")
+    actor_timeout_s: Positive = _f(15.0, "forget an actor silent this long")
+    max_updates: Count = _f(0, "stop after this many updates (0 = run until stopped)")
+    status_interval_s: NonNegative = _f(0.0, "print a status line to stderr this often (0 = off)")
+    torch_threads: Count = _f(0, "torch CPU threads (0 = torch's default)")
+    seed: Count = _f(0, "random seed")
     log_level: LogLevel = _f("INFO", "logging level")
 
     @property

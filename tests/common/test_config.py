@@ -8,25 +8,35 @@ import json
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 import pytest
 
-from common.config import ConfigError, from_dict, load, option, to_dict, write_resolved
+from common.config import (
+    ConfigError,
+    Ge,
+    Gt,
+    Le,
+    Positive,
+    PositiveInt,
+    from_dict,
+    load,
+    option,
+    to_dict,
+    write_resolved,
+)
 
 
 @dataclass(frozen=True)
 class Example:
     batch_size: int = field(default=32, metadata={"help": "sequences per learner step"})
-    learning_rate: float = option(3e-4, "Adam step size", gt=0, le=1)
+    learning_rate: Annotated[float, Gt(0), Le(1)] = option(3e-4, "Adam step size")
     run_name: str = field(default="dev", metadata={"help": "name of the run directory"})
     cuda: bool = field(default=True, metadata={"help": "train on the GPU"})
     precision: Literal["fp32", "bf16"] = field(
         default="fp32", metadata={"help": "floating-point format of the forward pass"}
     )
-    max_steps: int | None = field(
-        default=None, metadata={"help": "stop after this many learner steps; none runs forever"}
-    )
+    max_steps: PositiveInt | None = option(None, "stop after this many learner steps; none: never")
     levels: tuple[str, ...] = field(default=("1-1",), metadata={"help": "levels to train on"})
 
     RETIRED: ClassVar[dict[str, str]] = {"arch": "set it elsewhere", "fused": "gone for good"}
@@ -145,6 +155,9 @@ def test_bounds_are_checked_wherever_the_value_comes_from(tmp_path: Path, capsys
     assert fail(["--learning-rate", "2"], capsys) == ["--learning-rate: must be <= 1, got 2.0"]
     assert fail(["--learning-rate", "nan"], capsys) == ["--learning-rate: must be > 0, got nan"]
     assert run(["--learning-rate", "1"]).learning_rate == 1.0
+    # a named type (PositiveInt) inside an optional field
+    assert fail(["--max-steps", "0"], capsys) == ["--max-steps: must be >= 1, got 0"]
+    assert run(["--max-steps", "1"]).max_steps == 1
 
 
 def test_retired_fields_are_refused_by_name_as_flags_and_keys(tmp_path: Path, capsys) -> None:
@@ -197,7 +210,8 @@ def test_help_documents_every_field(capsys, monkeypatch) -> None:
     assert "Adam step size (default: 0.0003, > 0, <= 1)" in text
     assert "--arch" not in text  # retired
     assert "--precision {fp32,bf16} floating-point format" in text
-    assert "(default: 32)" in text and "(default: none)" in text and "(default: 1-1)" in text
+    assert "--max-steps INT|none stop after" in text and "(default: none, >= 1)" in text
+    assert "(default: 32)" in text and "(default: 1-1)" in text
 
 
 @dataclass(frozen=True)
@@ -218,17 +232,22 @@ class BadDefault:
 
 @dataclass(frozen=True)
 class BadBound:
-    name: str = option("dev", "run name", ge=1)
+    name: Annotated[str, Ge(1)] = option("dev", "run name")
 
 
 @dataclass(frozen=True)
-class UnknownMetadata:
-    lr: float = option(0.1, "step size", positive=True)
+class UnknownMarker:
+    lr: Annotated[float, "positive"] = option(0.1, "step size")
+
+
+@dataclass(frozen=True)
+class BoundInMetadata:  # the form bounds took before they moved into the type
+    lr: float = field(default=0.1, metadata={"help": "step size", "gt": 0})
 
 
 @dataclass(frozen=True)
 class DefaultOutOfBounds:
-    lr: float = option(0.0, "step size", gt=0)
+    lr: Positive = option(0.0, "step size")
 
 
 @pytest.mark.parametrize(
@@ -238,7 +257,8 @@ class DefaultOutOfBounds:
         (BadType, "BadType.weights: unsupported type"),
         (BadDefault, "BadDefault.seed: bad default: expected an integer, got None"),
         (BadBound, "BadBound.name: unsupported type"),
-        (UnknownMetadata, r"UnknownMetadata.lr: unknown metadata \['positive'\]"),
+        (UnknownMarker, "UnknownMarker.lr: unsupported type"),
+        (BoundInMetadata, r"BoundInMetadata.lr: unknown metadata \['gt'\]; bound a number in its"),
         (DefaultOutOfBounds, "DefaultOutOfBounds.lr: bad default: must be > 0, got 0.0"),
     ],
 )
