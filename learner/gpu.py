@@ -9,10 +9,10 @@ microseconds, so reading on each scrape costs nothing and the values are never s
     mario_gpu_memory_total_bytes{gpu}   device memory installed
     mario_gpu_power_watts{gpu}          board power draw
 
-The `gpu` label is the NVML index, which ignores CUDA_VISIBLE_DEVICES: use
-`nvml_indices_for_visible_devices()` to report only the GPUs this process can use.
+The `gpu` label is the NVML index, which ignores CUDA_VISIBLE_DEVICES; the learner reports the
+GPU it trains on, found by its UUID:
 
-    gpu = GpuCollector.create(nvml_indices_for_visible_devices())
+    gpu = GpuCollector.create(device_uuid(device))
     if gpu is not None:
         registry.register(gpu)
 
@@ -23,9 +23,7 @@ fails during a scrape (a GPU fallen off the bus) drops that series and is logged
 from __future__ import annotations
 
 import logging
-import os
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -65,13 +63,12 @@ class GpuCollector(Collector):
         self._failed: set[tuple[int, str]] = set()  # (index, metric) already logged
 
     @classmethod
-    def create(
-        cls, indices: Sequence[int] | None = None, log: logging.Logger = _log
-    ) -> GpuCollector | None:
-        """Initialise NVML and get a handle per GPU (`indices` are NVML indices; None: all).
+    def create(cls, uuid: str | None = None, log: logging.Logger = _log) -> GpuCollector | None:
+        """Initialise NVML and get a handle for the GPU named `uuid`; every GPU when it is None
+        or NVML does not know it (a MIG instance).
 
-        Returns None, after logging one line, when pynvml or the driver is missing, an index is
-        out of range, or NVML fails in any other way: missing telemetry must never stop training.
+        Returns None, after logging one line, when pynvml or the driver is missing or NVML fails
+        in any other way: missing telemetry must never stop training.
         """
         try:
             import pynvml
@@ -84,9 +81,7 @@ class GpuCollector(Collector):
             log.warning("GPU metrics disabled: %s", _reason(e))
             return None
         try:
-            if indices is None:
-                indices = range(pynvml.nvmlDeviceGetCount())
-            handles = {i: pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices}
+            handles = _handles(pynvml, uuid, log)
         except Exception as e:
             log.warning("GPU metrics disabled: %s", _reason(e))
             _shutdown(pynvml)
@@ -114,6 +109,21 @@ class GpuCollector(Collector):
             yield family
 
 
+def _handles(nvml: Any, uuid: str | None, log: logging.Logger) -> dict[int, Any]:
+    """{NVML index: handle} of the GPU named `uuid`, else of every GPU."""
+    if uuid is not None:
+        try:
+            handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+            return {nvml.nvmlDeviceGetIndex(handle): handle}
+        except nvml.NVMLError as e:
+            log.warning(
+                "NVML does not know the learner's GPU %s (%s); reporting every GPU",
+                uuid,
+                _reason(e),
+            )
+    return {i: nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())}
+
+
 def _reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
@@ -125,77 +135,12 @@ def _shutdown(nvml: Any) -> None:
         _log.debug("nvmlShutdown failed: %s", e)
 
 
-# ---------------------------------------------------------------------------------------------
-# CUDA_VISIBLE_DEVICES -> NVML indices
-# ---------------------------------------------------------------------------------------------
+def device_uuid(device: object) -> str | None:
+    """NVML's name for the GPU torch calls `device` ("GPU-" + the UUID CUDA reports, whatever
+    CUDA_VISIBLE_DEVICES renumbered), or None when torch cannot say."""
+    import torch
 
-_INT = re.compile(r"^\d+$")
-
-
-def parse_visible_devices(value: str | None) -> list[str] | None:
-    """The entries of a CUDA_VISIBLE_DEVICES value; None when it is unset (every GPU visible)."""
-    if value is None:
-        return None
-    return [e.strip() for e in value.split(",") if e.strip()]
-
-
-def map_visible_devices(entries: Sequence[str], devices: Sequence[tuple[int, str]]) -> list[int]:
-    """NVML indices of CUDA_VISIBLE_DEVICES `entries`, given `devices` as (NVML index, UUID) pairs.
-
-    Entries are integers or GPU UUIDs ("GPU-8f6c...", a unique prefix is enough), as CUDA accepts.
-    Like CUDA, the list ends at the first entry that names no device ("-1" hides every GPU).
-    MIG instances ("MIG-...") end it too: NVML reports their parent GPU differently.
-    Integers map to NVML indices directly, which holds when CUDA_DEVICE_ORDER=PCI_BUS_ID or the
-    GPUs are all the same model (CUDA's default order is fastest first, NVML's is PCI bus order).
-    """
-    known = {index for index, _ in devices}
-    out: list[int] = []
-    for entry in entries:
-        if _INT.match(entry):
-            index = int(entry)
-            if index not in known:
-                break
-        else:
-            matches = [
-                i for i, uuid in devices if entry.startswith("GPU-") and uuid.startswith(entry)
-            ]
-            if len(matches) != 1:
-                break
-            index = matches[0]
-        if index in out:
-            break  # CUDA rejects a repeated device the same way
-        out.append(index)
-    return out
-
-
-def nvml_indices_for_visible_devices(environ: Mapping[str, str] | None = None) -> list[int] | None:
-    """NVML indices of the GPUs CUDA_VISIBLE_DEVICES leaves visible; None (all) when it is unset.
-
-    Only UUID entries need NVML to resolve; if it is unavailable the answer is None (all), and
-    `GpuCollector.create` will then report why GPU metrics are off.
-    """
-    env = os.environ if environ is None else environ
-    entries = parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
-    if entries is None:
-        return None
-    if not any(e.startswith("GPU-") for e in entries):
-        # Integers only: no NVML needed (an index past the last GPU is caught by `create`).
-        return map_visible_devices(entries, [(int(e), "") for e in entries if _INT.match(e)])
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception as e:
-        _log.debug("cannot resolve CUDA_VISIBLE_DEVICES without NVML: %s", e)
+        return f"GPU-{torch.cuda.get_device_properties(device).uuid}"
+    except (AttributeError, RuntimeError, AssertionError):
         return None
-    try:
-        devices = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
-            devices.append((i, uuid.decode() if isinstance(uuid, bytes) else uuid))
-    except pynvml.NVMLError as e:
-        _log.debug("cannot list GPUs: %s", e)
-        return None
-    finally:
-        _shutdown(pynvml)
-    return map_visible_devices(entries, devices)

@@ -13,7 +13,7 @@ from common.metrics import LearnerMetrics, MetricsPortError, add_process_metrics
 from common.model import DeviceUnavailable
 from learner.checkpoint import RunDirBusy
 from learner.config import LearnerConfig
-from learner.gpu import GpuCollector, nvml_indices_for_visible_devices
+from learner.gpu import GpuCollector, device_uuid
 from learner.ingest import BindError
 from learner.loop import TrainLoop
 from learner.replay import ReplayCapacityError
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", exc)
         return 1
     if loop.device.type == "cuda":
-        gpu = GpuCollector.create(nvml_indices_for_visible_devices())
+        gpu = GpuCollector.create(device_uuid(loop.device))
         if gpu is not None:
             metrics.registry.register(gpu)
     else:

@@ -1,6 +1,6 @@
 """learner.gpu: GPU telemetry read from NVML at scrape time, in base units, degrading to a single
-log line without NVML (the path every CPU machine takes), and CUDA_VISIBLE_DEVICES mapped to the
-NVML indices of the GPUs the learner can use."""
+log line without NVML (the path every CPU machine takes), and the learner's own GPU found by its
+UUID whatever number CUDA_VISIBLE_DEVICES gives it."""
 
 import logging
 import shutil
@@ -12,12 +12,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from common.metrics import LearnerMetrics
-from learner.gpu import (
-    GpuCollector,
-    map_visible_devices,
-    nvml_indices_for_visible_devices,
-    parse_visible_devices,
-)
+from learner.gpu import GpuCollector, device_uuid
 from tests.common.test_metrics import exposition, promtool_check
 
 
@@ -56,8 +51,14 @@ class FakeNvml(types.ModuleType):
             raise self.NVMLError("Invalid Argument")
         return i
 
-    def nvmlDeviceGetUUID(self, h):
-        return self.devices[h][0]
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        for i, device in enumerate(self.devices):
+            if device[0] == uuid:
+                return i
+        raise self.NVMLError("Not Found")
+
+    def nvmlDeviceGetIndex(self, h):
+        return h
 
     def nvmlDeviceGetUtilizationRates(self, h):
         self._check(h, "util")
@@ -103,19 +104,20 @@ def test_without_nvml_gpu_metrics_are_off_after_one_log_line(caplog):
     assert "mario_gpu_" not in exposition(metrics.registry)
 
 
-@pytest.mark.parametrize("failure", ["init", "import", "bad index"])
+@pytest.mark.parametrize("failure", ["init", "import", "count"])
 def test_any_nvml_failure_at_creation_returns_none_after_one_line(failure, monkeypatch, caplog):
     fake = FakeNvml(init_error=FakeNvml.NVMLError("NVML Shared Library Not Found"))
     if failure == "import":
         fake = None  # `import pynvml` raises ImportError
-    elif failure == "bad index":
+    elif failure == "count":
         fake = FakeNvml()
+        fake.nvmlDeviceGetCount = lambda: 1 / 0  # a driver that fails after NVML started
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     caplog.set_level(logging.DEBUG)
-    assert GpuCollector.create(indices=[0, 5] if failure == "bad index" else None) is None
+    assert GpuCollector.create() is None
     lines = disabled_lines(caplog)
     assert len(lines) == 1 and lines[0].startswith("GPU metrics disabled: "), lines
-    if failure == "bad index":
+    if failure == "count":
         assert fake.shutdowns == 1  # NVML was initialised, so it is released
 
 
@@ -135,13 +137,6 @@ def test_gpu_metrics_are_read_at_scrape_time_in_base_units(monkeypatch):
     assert gpu_samples(registry)[("mario_gpu_utilization_ratio", "0")] == pytest.approx(0.05)
 
 
-def test_only_the_requested_gpus_are_reported(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
-    registry = CollectorRegistry()
-    registry.register(GpuCollector.create(indices=[1]))
-    assert {gpu for _, gpu in gpu_samples(registry)} == {"1"}
-
-
 def test_a_failing_read_drops_that_series_and_is_logged_once(monkeypatch, caplog):
     fake = FakeNvml(broken={(1, "power")})
     monkeypatch.setitem(sys.modules, "pynvml", fake)
@@ -157,60 +152,20 @@ def test_a_failing_read_drops_that_series_and_is_logged_once(monkeypatch, caplog
     assert len(warnings) == 1 and "mario_gpu_power_watts" in warnings[0].getMessage()
 
 
-# ---------------------------------------------------------------------------------------------
-# CUDA_VISIBLE_DEVICES -> NVML indices
-# ---------------------------------------------------------------------------------------------
+def test_the_learners_gpu_is_found_by_its_uuid_whatever_cuda_calls_it(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
+    registry = CollectorRegistry()
+    registry.register(GpuCollector.create("GPU-bbbb-2222"))
+    assert {gpu for _, gpu in gpu_samples(registry)} == {"1"}  # NVML's index, not CUDA's 0
+    caplog.set_level(logging.WARNING)
+    registry = CollectorRegistry()
+    registry.register(GpuCollector.create("MIG-aaaa-1111"))  # unknown to NVML: every GPU
+    assert {gpu for _, gpu in gpu_samples(registry)} == {"0", "1"}
+    assert "reporting every GPU" in caplog.records[0].getMessage()
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        (None, None),  # unset: every GPU
-        ("", []),
-        ("0", [0]),
-        ("2,0", [2, 0]),
-        (" 1 , 3 ", [1, 3]),
-        ("-1", []),
-        ("0,-1,1", [0]),  # CUDA stops at the first invalid entry
-        ("1,1", [1]),
-    ],
-)
-def test_integer_visible_devices_need_no_nvml(value, expected, monkeypatch):
-    monkeypatch.setitem(sys.modules, "pynvml", None)  # would raise if NVML were needed
-    if value is None:
-        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    else:
-        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
-    assert nvml_indices_for_visible_devices() == expected
-
-
-DEVICES = [(0, "GPU-aaaa-1111"), (1, "GPU-bbbb-2222"), (2, "GPU-bbbc-3333")]
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("GPU-bbbb-2222", [1]),
-        ("GPU-bbbc,GPU-a", [2, 0]),  # a unique prefix is enough
-        ("GPU-bbb", []),  # ambiguous prefix
-        ("GPU-bbbb-2222,0", [1, 0]),
-        ("0,GPU-ffff,1", [0]),  # unknown UUID ends the list
-        ("MIG-aaaa-1111", []),
-        ("1,7", [1]),  # no such index
-    ],
-)
-def test_uuid_visible_devices_map_to_nvml_indices(value, expected):
-    assert map_visible_devices(parse_visible_devices(value), DEVICES) == expected
-
-
-def test_uuid_visible_devices_are_resolved_through_nvml(monkeypatch):
-    fake = FakeNvml()
-    monkeypatch.setitem(sys.modules, "pynvml", fake)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-bbbb")
-    assert nvml_indices_for_visible_devices() == [1]
-    assert fake.shutdowns == 1
-    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(init_error=FakeNvml.NVMLError("no")))
-    assert nvml_indices_for_visible_devices() is None  # unknown: report whatever NVML can
+def test_without_cuda_torch_names_no_gpu():
+    assert device_uuid("cpu") is None
 
 
 @pytest.mark.skipif(
