@@ -90,7 +90,6 @@ class LearnerLink:
         self.credits = 0
         self.registered = False
         self.policy_version = -1  # newest weights applied
-        self.learner_version = 0  # newest version the learner reported
         self.welcome: wire.Welcome | None = None  # the newest registration's answer
         self.dealer: Any = None
         self.sub: Any = None
@@ -193,11 +192,8 @@ class LearnerLink:
             self._welcomed(msg)
         elif isinstance(msg, wire.Credit) and self.registered:
             self.credits += msg.credits
-            self.learner_version = msg.policy_version
         elif isinstance(msg, wire.Weights):
             self._apply(msg)
-        elif isinstance(msg, wire.Heartbeat):
-            self.learner_version = msg.policy_version
         elif isinstance(msg, wire.Refuse):
             if msg.fatal:
                 raise FatalRefusal(msg.reason)
@@ -222,7 +218,6 @@ class LearnerLink:
         self.registered = True
         self._backoff = 0.5
         self.credits = welcome.credits
-        self.learner_version = welcome.policy_version
         self.on_welcome(welcome)
         self.on_event("registered")
 
