@@ -11,6 +11,7 @@ that does not is malformed. `mutate` is pure (frames and a seeded generator in, 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -129,9 +130,7 @@ def _meta(frames: Frames, rng: random.Random) -> Frames:
 def _truncate(frames: Frames, rng: random.Random) -> Frames:
     i = rng.randrange(len(frames))
     out = list(frames)
-    out[i] = out[i][: rng.randrange(len(out[i]) + 1)] if out[i] else b""
-    if out[i] == frames[i]:
-        out[i] = out[i][:-1] if out[i] else b"\x00"
+    out[i] = out[i][: rng.randrange(len(out[i]))] if out[i] else b"\x00"  # always a change
     return out
 
 
@@ -188,36 +187,30 @@ def mutate(traffic: dict[str, Frames], rng: random.Random) -> tuple[str, Frames]
 
 
 class RoguePeer:
-    """A DEALER to the learner's ROUTER that sends mutated copies and discards every answer."""
+    """A DEALER to the learner's ROUTER (`address` host:port) that sends mutated copies and
+    discards every answer."""
 
     def __init__(self, address: str, traffic: dict[str, Frames], seed: int):
-        host, _, port = address.rpartition(":")
-        self.endpoint = f"tcp://{host}:{int(port)}"
         self.traffic = traffic
         self.rng = random.Random(seed)
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 16)
-        self.sock.connect(self.endpoint)
-        self.sent: dict[str, int] = {}
+        self.sock.connect(f"tcp://{address}")
+        self.sent: Counter[str] = Counter()  # by "<message>/<mutation>"
 
     def send(self) -> str:
         """Send one mutated copy; returns its name."""
         name, frames = mutate(self.traffic, self.rng)
         self.sock.send_multipart(frames)
-        self.sent[name] = self.sent.get(name, 0) + 1
+        self.sent[name] += 1
         self.drain()
         return name
 
-    def drain(self) -> int:
-        """Discard the learner's answers (refusals); returns how many there were."""
-        n = 0
-        while True:
-            try:
-                self.sock.recv_multipart(flags=zmq.NOBLOCK)
-            except zmq.Again:
-                return n
-            n += 1
+    def drain(self) -> None:
+        """Discard the learner's answers (refusals)."""
+        while self.sock.poll(0):
+            self.sock.recv_multipart()
 
     def close(self) -> None:
         self.sock.close(linger=0)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from common.rundir import RunDir
-from scripts.chaos.soak.judge import Targets, judge, print_summary
+from scripts.chaos.soak.judge import judge
 from scripts.chaos.soak.loop import Soak
 
 
@@ -67,13 +67,15 @@ def main(argv: list[str] | None = None) -> int:
     run_dir.mkdir(parents=True)
     (run_dir / ".soak").touch()
     summary = Soak(args).run()
-    checks = judge(summary, Targets())
-    failed = [c["check"] for c in checks if c["ok"] is False]
-    verdict = "PASS" if not failed else "FAIL: " + "; ".join(failed)
-    summary |= {"checks": checks, "verdict": verdict}
+    summary["checks"] = judge(summary)
+    failed = [c["check"] for c in summary["checks"] if c["ok"] is False]
+    summary["verdict"] = "PASS" if not failed else "FAIL: " + "; ".join(failed)
     (run_dir / "soak.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    print_summary(summary, checks, verdict)
-    print(f"written to {run_dir / 'soak.json'}")
+    print(f"\n==== soak summary, {args.minutes:g} min, seed {args.seed}: {summary['faults']}")
+    for c in summary["checks"]:
+        mark = {True: "ok  ", False: "FAIL", None: "info"}[c["ok"]]
+        print(f"  {mark} {c['check']}: {c['value']} (target {c['target']})")
+    print(summary["verdict"], f"(all figures in {run_dir / 'soak.json'})")
     return 0 if not failed else 1
 
 

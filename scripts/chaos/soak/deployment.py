@@ -14,7 +14,7 @@ from typing import Any
 from common import status
 from scripts.ports import free_ports
 from scripts.service.host import Host
-from scripts.service.supervisor import Exit, Supervisor
+from scripts.service.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNNING = 20  # supervisord's process state code
@@ -31,7 +31,6 @@ class Deployment:
         self.port = free_ports(2)  # the learner's chunk and weights ports
         self.learner_metrics = free_ports(1)
         self.actor_base = free_ports(actors + 1)  # actor i's /metrics on base + i, eval's on +N
-        self.venv = Path(sys.executable).parent.parent
         self.host = Host(
             run=str(run_dir),
             n=actors,
@@ -53,16 +52,14 @@ class Deployment:
             for k, v in self.host.environ().items()
             if k != "MARIO_CORES"
         }
-        argv = ["make", "--no-print-directory", "-o", f"{self.venv}/.installed", target]
-        argv += [f"VENV={self.venv}", *(f"{k}={v}" for k, v in settings.items())]
+        venv = Path(sys.executable).parent.parent
+        argv = ["make", "--no-print-directory", "-o", f"{venv}/.installed", target, f"VENV={venv}"]
+        argv += [f"{k}={v}" for k, v in settings.items()]
         out = subprocess.run(
             argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False
         )
         if out.returncode:
             raise RuntimeError(f"make {target} exited {out.returncode}:\n{out.stdout}{out.stderr}")
-
-    def up(self) -> None:
-        self.make("up")  # returns once supervisord answers
 
     def down(self) -> None:
         if self.supervisor.running_pid():
@@ -82,10 +79,6 @@ class Deployment:
         else:
             port = self.actor_base + (len(self.actors) if name == "eval" else int(name[6:]))
         return status.scrape(f"http://127.0.0.1:{port}/metrics", timeout_s=1.0)
-
-    def exits(self) -> list[Exit]:
-        """Every exit in supervisord's log (rotated files too), and each process it gave up on."""
-        return self.supervisor.exits()
 
 
 def running_for(procs: dict[str, dict[str, Any]], name: str) -> float:

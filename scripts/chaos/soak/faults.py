@@ -38,7 +38,6 @@ class MidwriteKiller:
         self.thread.start()
 
     def stop(self) -> None:
-        self.armed.clear()
         self.stopping.set()
         self.thread.join(5)
 
@@ -46,12 +45,12 @@ class MidwriteKiller:
         while not self.stopping.is_set():
             if not self.armed.wait(0.2):
                 continue
-            deadline = time.monotonic() + MIDWRITE_WAIT_S
-            while self.armed.is_set() and not self.stopping.is_set():
-                if (kill := self._kill_a_writer()) is not None or time.monotonic() > deadline:
-                    self.results.put(kill)
-                    self.armed.clear()
+            deadline, kill = time.monotonic() + MIDWRITE_WAIT_S, None
+            while kill is None and time.monotonic() < deadline and not self.stopping.is_set():
+                kill = self._kill_a_writer()
                 time.sleep(0.002)
+            self.results.put(kill)
+            self.armed.clear()
 
     def _kill_a_writer(self) -> MidwriteKill | None:
         try:
@@ -87,9 +86,8 @@ class Restart:
     dropped: list[str] = field(default_factory=list)  # killed before they streamed
 
     def done(self) -> bool:
-        return self.t_ready is not None and len(self.resume_s) + len(self.dropped) == len(
-            self.actors
-        )
+        settled = len(self.resume_s) + len(self.dropped)
+        return self.t_ready is not None and settled == len(self.actors)
 
     def summary(self) -> dict[str, Any]:
         lost = self.updates_at_kill - self.resumed_version

@@ -42,8 +42,9 @@ class Soak:
         self.duration_s = args.minutes * 60
         self.rng = random.Random(args.seed)  # which actor to kill
         learner_args = f"--checkpoint-interval-s {args.checkpoint_interval_s:g} {args.learner_args}"
-        self.deploy = Deployment(self.run_dir, args.actors, args.level, args.device, learner_args,
-                                 args.actor_args)  # fmt: skip
+        self.deploy = Deployment(
+            self.run_dir, args.actors, args.level, args.device, learner_args, args.actor_args
+        )
         self.actors = self.deploy.actors
         self.faults = fault_schedule(
             self.duration_s,
@@ -57,13 +58,13 @@ class Soak:
         self.lives = ActorLives()
         self.memory = Memory()
         self.restarts: list[Restart] = []
-        self.kills = {"actor_kills": 0, "learner_kills": 0, "midwrite_kills": 0,
-                      "midwrite_missed": 0, "midwrite_no_write": 0}  # fmt: skip
+        self.kills = dict.fromkeys(["actor_kills", "learner_kills", "midwrite_kills"], 0)
+        self.kills |= {"midwrite_missed": 0, "midwrite_no_write": 0}
         self.events: list[dict[str, Any]] = []
-        self.t0 = time.time()
-        self.watch = LearnerWatch(self.t0)
-        self.last_actor_scrape = 0.0
-        self.midwrite: MidwriteKiller  # started once the deployment is up
+        self.t0 = time.time()  # again when the deployment is up
+        self.last_actor_scrape = self.last_memory = 0.0
+        self.watch: LearnerWatch  # these two start once the deployment is up
+        self.midwrite: MidwriteKiller
 
     def log(self, event: str, **kw: Any) -> None:
         t = time.time() - self.t0
@@ -92,32 +93,6 @@ class Soak:
         self.log("learner killed", kind=kind, updates=updates, resumes_from=resumed,
                  lost=updates - resumed, lost_s=round(lost_s, 2), bound_s=round(bound_s, 2))  # fmt: skip
 
-    def kill_learner(self, procs: dict) -> bool:
-        if running_for(procs, "learner") < STARTSECS or self.midwrite.armed.is_set():
-            return False
-        version = int(self.deploy.scrape("learner").get("mario_policy_version", 0))
-        os.kill(procs["learner"]["pid"], signal.SIGKILL)
-        self.kills["learner_kills"] += 1
-        self.learner_crashed("crash", time.time(), version, procs)
-        return True
-
-    def arm_midwrite(self, procs: dict) -> bool:
-        if running_for(procs, "learner") < STARTSECS or self.midwrite.armed.is_set():
-            return False
-        self.midwrite.armed.set()
-        self.log("armed: kill the learner at its next checkpoint write")
-        return True
-
-    def midwrite_done(self, kill: MidwriteKill | None, procs: dict) -> None:
-        if kill is None:
-            self.kills["midwrite_no_write"] += 1
-            self.log("no checkpoint write within 60 s of arming")
-            return
-        # a write that finished before the kill landed makes it a plain crash
-        self.kills["midwrite_kills" if kill.torn else "midwrite_missed"] += 1
-        kind = "mid-write" if kill.torn else "crash"
-        self.learner_crashed(kind, kill.t_kill, max(kill.version, self.watch.version), procs)
-
     def kill_actor(self, procs: dict) -> bool:
         # the actors' resume after a learner restart is measured on actors that lived through it
         ready = [a for a in self.actors if running_for(procs, a) >= STARTSECS]
@@ -130,13 +105,34 @@ class Soak:
         return True
 
     def fire(self, fault: Fault, procs: dict) -> bool:
-        act = {"actor": self.kill_actor, "learner": self.kill_learner,
-               "learner_midwrite": self.arm_midwrite}[fault.kind]  # fmt: skip
-        return act(procs)
+        """Fire `fault` if its target is ready; False: try again on a later tick."""
+        if fault.kind == "actor":
+            return self.kill_actor(procs)
+        if running_for(procs, "learner") < STARTSECS or self.midwrite.armed.is_set():
+            return False
+        if fault.kind == "learner_midwrite":
+            self.midwrite.armed.set()
+            self.log("armed: kill the learner at its next checkpoint write")
+            return True
+        version = int(self.deploy.scrape("learner").get("mario_policy_version", 0))
+        os.kill(procs["learner"]["pid"], signal.SIGKILL)
+        self.kills["learner_kills"] += 1
+        self.learner_crashed("crash", time.time(), version, procs)
+        return True
+
+    def midwrite_done(self, kill: MidwriteKill | None, procs: dict) -> None:
+        if kill is None:
+            self.kills["midwrite_no_write"] += 1
+            self.log("no checkpoint write within 60 s of arming")
+            return
+        # a write that finished before the kill landed makes it a plain crash
+        self.kills["midwrite_kills" if kill.torn else "midwrite_missed"] += 1
+        kind = "mid-write" if kill.torn else "crash"
+        self.learner_crashed(kind, kill.t_kill, max(kill.version, self.watch.version), procs)
 
     # -- measurement -----------------------------------------------------------------------
 
-    def observe(self, procs: dict, now: float, memory_due: bool) -> dict[str, float]:
+    def observe(self, procs: dict, now: float) -> dict[str, float]:
         """One tick's scrapes into the trackers; the learner's scrape."""
         m = self.deploy.scrape("learner")
         actor_up = any(running_for(procs, a) >= 0 for a in self.actors)
@@ -145,28 +141,26 @@ class Soak:
             for r in self.restarts:
                 if r.t_ready is None and self.watch.start and self.watch.start >= r.t_kill:
                     r.t_ready, r.first_version = self.watch.start, self.watch.version
-                    self.log("learner serving again", down_s=round(r.t_ready - r.t_kill, 2),
-                             version=self.watch.version)  # fmt: skip
+                    down_s = round(r.t_ready - r.t_kill, 2)
+                    self.log("learner serving again", down_s=down_s, version=r.first_version)
         if self.watch.hangs > hangs:
             self.log("HANG: no learner update", seconds=round(now - self.watch.last_progress, 1))
-        timing = any(not r.done() for r in self.restarts)
+        timing = [r for r in self.restarts if not r.done()]
+        memory_due = now - self.last_memory >= MEMORY_EVERY_S
         if not (memory_due or timing or now - self.last_actor_scrape >= ACTOR_SCRAPE_S):
             return m
         self.last_actor_scrape = now
-        scrapes = {"learner": m} | {
-            name: self.deploy.scrape(name) for name in [*self.actors, "eval"]
-        }
+        scrapes = {"learner": m} | {n: self.deploy.scrape(n) for n in [*self.actors, "eval"]}
         for name in self.actors:
             self.lives.observe(name, scrapes[name])
-        for r in self.restarts:
-            if not r.done():
-                for name in r.actors:
-                    pid = procs.get(name, {}).get("pid")
-                    r.observe(name, pid, scrapes[name], RESUME_TIMEOUT_S)
-                if r.done():
-                    self.log("actors streaming again", dropped=r.dropped,
-                             after_s={k: round(v, 2) for k, v in r.resume_s.items()})  # fmt: skip
+        for r in timing:
+            for name in r.actors:
+                r.observe(name, procs.get(name, {}).get("pid"), scrapes[name], RESUME_TIMEOUT_S)
+            if r.done():
+                after_s = {k: round(v, 2) for k, v in r.resume_s.items()}
+                self.log("actors streaming again", dropped=r.dropped, after_s=after_s)
         if memory_due:
+            self.last_memory = now
             for name, samples in scrapes.items():
                 role = "actor" if name.startswith("actor-") else name
                 self.memory.sample(role, samples, now, running_for(procs, name))
@@ -177,24 +171,25 @@ class Soak:
     def run(self) -> dict[str, Any]:
         self.log("building the rogue's copies of real traffic")
         traffic = real_traffic(self.args.level, self.args.seed)
-        self.log("make up", run=str(self.run_dir), port=self.deploy.port,
-                 actors=len(self.actors), faults=len(self.faults))  # fmt: skip
-        self.deploy.up()
-        self.midwrite = MidwriteKiller(self.checkpoints.dir)
-        rogue = RogueRounds(
-            RoguePeer(f"127.0.0.1:{self.deploy.port}", traffic, self.args.seed),
-            self.args.rogue_every_s,
+        faults = len(self.faults)
+        self.log(
+            "make up",
+            run=self.run_dir,
+            port=self.deploy.port,
+            actors=len(self.actors),
+            faults=faults,
         )
+        self.deploy.make("up")  # returns once supervisord answers
+        self.midwrite = MidwriteKiller(self.checkpoints.run.checkpoints)
+        peer = RoguePeer(f"127.0.0.1:{self.deploy.port}", traffic, self.args.seed)
+        rogue = RogueRounds(peer, self.args.rogue_every_s)
         self.t0 = time.time()
-        self.watch = LearnerWatch(self.t0)
+        self.watch = LearnerWatch(last_progress=self.t0)
         pending = list(self.faults)
-        last_memory = 0.0
         try:
             while (now := time.time()) - self.t0 < self.duration_s:
                 procs = self.deploy.processes()
-                memory_due = now - last_memory >= MEMORY_EVERY_S
-                m = self.observe(procs, now, memory_due)
-                last_memory = now if memory_due else last_memory
+                m = self.observe(procs, now)
                 while not self.midwrite.results.empty():
                     self.midwrite_done(self.midwrite.results.get(), procs)
                 elapsed = now - self.t0
@@ -204,15 +199,15 @@ class Soak:
                     elif elapsed - pending[0].at_s > 120:
                         self.log("fault skipped: its target was never ready", kind=pending[0].kind)
                         pending.pop(0)
-                next_in = (pending[0].at_s - elapsed) if pending else math.inf
-                quiet = (self.watch.start is not None and now - self.watch.start >= 10
-                         and not self.timing_a_restart() and next_in >= ROGUE_SETTLE_S + 1)  # fmt: skip
+                fault_near = bool(pending) and pending[0].at_s - elapsed < ROGUE_SETTLE_S + 1
+                learner_settled = now - (self.watch.start or now) >= 10
+                quiet = learner_settled and not fault_near and not self.timing_a_restart()
                 if (names := rogue.tick(m, now, quiet)) is not None:
                     self.log("rogue messages not rejected", sent=names)
                 time.sleep(TICK_S)
         finally:
             self.midwrite.stop()
-            rogue.peer.close()
+            peer.close()
             self.log("make down")
             self.deploy.down()
         return self.summary(rogue)
@@ -220,10 +215,13 @@ class Soak:
     def summary(self, rogue: RogueRounds) -> dict[str, Any]:
         resumes = [v for r in self.restarts for v in r.resume_s.values()]
         finite = [v for v in resumes if math.isfinite(v)]
-        exits = self.deploy.exits()
+        p50, p99 = percentile(finite, 50), percentile(finite, 99)
+        exits = self.deploy.supervisor.exits()
         kill9 = sum(e.how == "terminated by SIGKILL" for e in exits)  # the soak's own kills
-        watchdog = sum(e.how == f"exit status {WATCHDOG_EXIT_CODE}" for e in exits
-                       if e.name.startswith("actor-") or e.name == "eval")  # fmt: skip
+        watchdog = sum(
+            e.how == f"exit status {WATCHDOG_EXIT_CODE}" and e.name.startswith(("actor-", "eval"))
+            for e in exits
+        )
         return {
             "duration_s": self.duration_s,
             "seed": self.args.seed,
@@ -238,11 +236,7 @@ class Soak:
             ],
             "resume_s": [round(v, 3) for v in finite],
             "resume_timeouts": len(resumes) - len(finite),
-            "resume_p50_p99_max_s": [
-                percentile(finite, 50),
-                percentile(finite, 99),
-                max(finite, default=None),
-            ],  # fmt: skip
+            "resume_p50_p99_max_s": [p50, p99, max(finite, default=None)],
             "learner_crashes": [r.summary() for r in self.restarts],
             "checkpoints": self.checkpoints.summary(),
             **self.memory.summary(self.t0, min(WARMUP_S, self.duration_s / 3)),
