@@ -22,30 +22,30 @@ import statistics
 import sys
 import time
 
+import numpy as np
+import torch
+
+from actor.rollout import Lane, infer_and_act, sample_from_logits, split_lanes
+from common.env import EnvSpec, build_envs
+from common.model import ActorCritic, ModelSpec
 from scripts.bench.shared import raw_frames_per_s, summed_rate
+
+
+def lane_and_policy(num_envs: int) -> tuple[Lane, ActorCritic]:
+    """One lane of `num_envs` Mario envs and the default policy on one torch thread."""
+    torch.set_num_threads(1)
+    envs = build_envs(EnvSpec(), num_envs)
+    return split_lanes(envs, 1, 32, envs[0].num_actions)[0], ActorCritic(ModelSpec()).eval()
 
 
 def lane_frames_per_s(mode: str, seconds: float) -> float:
     """Env frames/s of one lane of 4 envs in this process, actions `random` or from the `policy`."""
-    import numpy as np
-    import torch
-
-    from actor.rollout import sample_actions, split_lanes
-    from common.env import EnvSpec, build_envs
-    from common.model import ActorCritic, ModelSpec
-
-    torch.set_num_threads(1)
-    envs = build_envs(EnvSpec(), 4)
-    model = ActorCritic(ModelSpec()).eval()
-    lane = split_lanes(envs, 1, 32, envs[0].num_actions)[0]
+    lane, model = lane_and_policy(4)
     rng = np.random.default_rng(0)
     steps, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         if mode == "policy":
-            with torch.inference_mode():
-                result = model(lane.observe(), lane.last_action())
-                actions = sample_actions(result.logits)
-            lane.act(actions.numpy(), result.logits.numpy(), 0)
+            infer_and_act(model, lane, rng, 0)  # the actor's own turn
         else:
             lane.act(rng.integers(0, lane.A, lane.K), np.zeros((lane.K, lane.A), np.float32), 0)
         steps += lane.step()
@@ -55,17 +55,7 @@ def lane_frames_per_s(mode: str, seconds: float) -> float:
 
 def phases(seconds: float, num_envs: int) -> dict[str, float]:
     """ms per lane step of each phase of the actor's loop, one process, one lane."""
-    import numpy as np
-    import torch
-
-    from actor.rollout import sample_from_logits, split_lanes
-    from common.env import EnvSpec, build_envs
-    from common.model import ActorCritic, ModelSpec
-
-    torch.set_num_threads(1)
-    envs = build_envs(EnvSpec(), num_envs)
-    model = ActorCritic(ModelSpec()).eval()
-    lane = split_lanes(envs, 1, 32, envs[0].num_actions)[0]
+    lane, model = lane_and_policy(num_envs)
     rng = np.random.default_rng(0)
     total = dict.fromkeys(("observe", "forward", "sample", "step"), 0.0)
     n, t0 = 0, time.perf_counter()
@@ -120,9 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         raw = summed_rate(raw_frames_per_s, (args.seconds,), args.procs)
         for mode in ratios:
-            ratios[mode].append(
-                summed_rate(lane_frames_per_s, (mode, args.seconds), args.procs) / raw
-            )
+            rate = summed_rate(lane_frames_per_s, (mode, args.seconds), args.procs)
+            ratios[mode].append(rate / raw)
     result = {mode: statistics.median(r) for mode, r in ratios.items()}
     print(
         f"{args.procs} processes: env stepping with random actions {result['random']:.3f} of raw; "

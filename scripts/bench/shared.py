@@ -44,7 +44,8 @@ def summed_rate(rate: Callable[..., float], args: tuple, procs: int) -> float:
     """Run `rate(*args)` (a module-level function) in `procs` spawned processes at once; the sum
     of what they return."""
     with ProcessPoolExecutor(procs, mp_context=mp.get_context("spawn")) as pool:
-        return sum(pool.map(rate, *[[a] * procs for a in args]))
+        futures = [pool.submit(rate, *args) for _ in range(procs)]
+        return sum(f.result() for f in futures)
 
 
 def synthetic_chunk(

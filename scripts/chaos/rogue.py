@@ -22,6 +22,7 @@ import zmq
 from common import wire
 
 Frames = list[bytes]
+Mutation = Callable[[Frames, random.Random], Frames]
 
 # Values a hostile header field may take: wrong types, out of range, oversized.
 HOSTILE_VALUES: tuple[Any, ...] = (
@@ -29,6 +30,8 @@ HOSTILE_VALUES: tuple[Any, ...] = (
     "x" * 70_000,  # past max_header_bytes once encoded
     [], {}, [1, 2, 3], {"a": 1}, b"\x00\xff", True,
 )  # fmt: skip
+# ... and of the message header's own keys: other message types, the previous protocol version
+HOSTILE_META = (*HOSTILE_VALUES, "credit", "weights", "chunk", wire.PROTOCOL_VERSION - 1)
 
 
 def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
@@ -85,27 +88,27 @@ def _flip_bits(data: bytes, rng: random.Random, max_bits: int = 8) -> bytes:
     return bytes(out)
 
 
-def _header(frames: Frames) -> dict:
-    return msgpack.unpackb(frames[0], raw=False)
+def _in_header(change: Callable[[dict, random.Random], None]) -> Mutation:
+    """A mutation of the message's decoded header (frame 0), encoded again."""
+
+    def mutation(frames: Frames, rng: random.Random) -> Frames:
+        header = msgpack.unpackb(frames[0], raw=False)
+        change(header, rng)
+        return [msgpack.packb(header, use_bin_type=True), *frames[1:]]
+
+    return mutation
 
 
-def _with_header(frames: Frames, header: dict) -> Frames:
-    return [msgpack.packb(header, use_bin_type=True), *frames[1:]]
+@_in_header
+def _field(header: dict, rng: random.Random) -> None:
+    header["f"][rng.choice(sorted(header["f"]))] = rng.choice(HOSTILE_VALUES)
 
 
-def _field(frames: Frames, rng: random.Random) -> Frames:
-    header = _header(frames)
-    fields = header["f"]
-    key = rng.choice(sorted(fields))
-    fields[key] = rng.choice(HOSTILE_VALUES)
-    return _with_header(frames, header)
-
-
-def _array_spec(frames: Frames, rng: random.Random) -> Frames:
-    header = _header(frames)
+@_in_header
+def _array_spec(header: dict, rng: random.Random) -> None:
     if not header["a"]:
         header["a"] = [["frames", "uint8", [4, 1, 84, 84]]]  # an array the frames do not carry
-        return _with_header(frames, header)
+        return
     entry = rng.choice(header["a"])
     which = rng.randrange(3)
     if which == 0:
@@ -115,16 +118,11 @@ def _array_spec(frames: Frames, rng: random.Random) -> Frames:
         entry[2][i] = rng.choice([0, -1, 1 << 30, entry[2][i] + 1])  # a dimension
     else:
         entry[0] = rng.choice(["", "frames", "__class__", "x" * 200])  # the name
-    return _with_header(frames, header)
 
 
-def _meta(frames: Frames, rng: random.Random) -> Frames:
-    header = _header(frames)
-    key = rng.choice(["v", "type", "f", "a"])
-    header[key] = rng.choice(
-        [*HOSTILE_VALUES, "credit", "weights", "chunk", wire.PROTOCOL_VERSION - 1]
-    )
-    return _with_header(frames, header)
+@_in_header
+def _meta(header: dict, rng: random.Random) -> None:
+    header[rng.choice(["v", "type", "f", "a"])] = rng.choice(HOSTILE_META)
 
 
 def _truncate(frames: Frames, rng: random.Random) -> Frames:
@@ -161,7 +159,7 @@ def _garbage(frames: Frames, rng: random.Random) -> Frames:
     return [rng.randbytes(rng.randint(0, 256)) for _ in range(rng.randint(1, 3))]
 
 
-MUTATIONS: dict[str, Callable[[Frames, random.Random], Frames]] = {
+MUTATIONS: dict[str, Mutation] = {
     "copy": lambda frames, rng: list(frames),  # a faithful replay from an unknown peer
     "bitflip_header": lambda frames, rng: [_flip_bits(frames[0], rng), *frames[1:]],
     "bitflip_arrays": lambda frames, rng: [

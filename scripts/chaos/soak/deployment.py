@@ -22,26 +22,19 @@ STARTSECS = 10.0  # deploy/supervisord/mario-impala.conf: a process younger than
 
 
 class Deployment:
-    """`make up` / `make down` of a learner (`device`), `actors` actors and the eval actor."""
+    """`make up` / `make down` of a learner, `actors` actors and the eval actor, on ports of their
+    own; `settings`: more Host fields (level, device, learner_args, actor_args)."""
 
-    def __init__(self, run_dir: Path, actors: int, level: str, device: str, learner_args: str,
-                 actor_args: str):  # fmt: skip
-        self.run_dir = run_dir
+    def __init__(self, run_dir: Path, actors: int, **settings: Any):
         self.actors = [f"actor-{i}" for i in range(actors)]
-        self.port = free_ports(2)  # the learner's chunk and weights ports
-        self.learner_metrics = free_ports(1)
-        self.actor_base = free_ports(actors + 1)  # actor i's /metrics on base + i, eval's on +N
         self.host = Host(
             run=str(run_dir),
             n=actors,
-            port=self.port,
-            learner_metrics_port=self.learner_metrics,
-            actor_metrics_base=self.actor_base,
+            port=free_ports(2),  # the learner's chunk and weights ports
+            learner_metrics_port=free_ports(1),
+            actor_metrics_base=free_ports(actors + 1),  # actor i's on base + i, eval's on +N
             targets=str(run_dir / "targets" / "actors.json"),
-            level=level,
-            device=device,
-            learner_args=learner_args,
-            actor_args=actor_args,
+            **settings,
         ).resolved()
         self.supervisor = Supervisor(self.host)
 
@@ -75,9 +68,11 @@ class Deployment:
     def scrape(self, name: str) -> dict[str, float]:
         """The /metrics of "learner", "actor-<i>" or "eval" (id N); {} when it does not answer."""
         if name == "learner":
-            port = self.learner_metrics
+            port = self.host.learner_metrics_port
         else:
-            port = self.actor_base + (len(self.actors) if name == "eval" else int(name[6:]))
+            port = self.host.actor_metrics_base + (
+                self.host.eval_id if name == "eval" else int(name[6:])
+            )
         return status.scrape(f"http://127.0.0.1:{port}/metrics", timeout_s=1.0)
 
 

@@ -41,10 +41,9 @@ class Soak:
         self.run_dir = Path(args.run_dir).resolve()
         self.duration_s = args.minutes * 60
         self.rng = random.Random(args.seed)  # which actor to kill
-        learner_args = f"--checkpoint-interval-s {args.checkpoint_interval_s:g} {args.learner_args}"
-        self.deploy = Deployment(
-            self.run_dir, args.actors, args.level, args.device, learner_args, args.actor_args
-        )
+        settings = {"level": args.level, "device": args.device, "actor_args": args.actor_args}
+        flags = f"--checkpoint-interval-s {args.checkpoint_interval_s:g} {args.learner_args}"
+        self.deploy = Deployment(self.run_dir, args.actors, learner_args=flags, **settings)
         self.actors = self.deploy.actors
         self.faults = fault_schedule(
             self.duration_s,
@@ -175,13 +174,13 @@ class Soak:
         self.log(
             "make up",
             run=self.run_dir,
-            port=self.deploy.port,
+            port=self.deploy.host.port,
             actors=len(self.actors),
             faults=faults,
         )
         self.deploy.make("up")  # returns once supervisord answers
         self.midwrite = MidwriteKiller(self.checkpoints.run.checkpoints)
-        peer = RoguePeer(f"127.0.0.1:{self.deploy.port}", traffic, self.args.seed)
+        peer = RoguePeer(f"127.0.0.1:{self.deploy.host.port}", traffic, self.args.seed)
         rogue = RogueRounds(peer, self.args.rogue_every_s)
         self.t0 = time.time()
         self.watch = LearnerWatch(last_progress=self.t0)

@@ -34,7 +34,12 @@ def good_summary(minutes: float = 30.0) -> dict:
         "resume_s": [0.1, 0.3, 0.2],
         "resume_timeouts": 0,
         "learner_crashes": [
-            {"lost_updates": 2, "within_interval": True, "resumed_version": 5, "first_version_seen": 5}
+            {
+                "lost_updates": 2,
+                "within_interval": True,
+                "resumed_version": 5,
+                "first_version_seen": 5,
+            }
         ],
         "midwrite_kills": 24,
         "checkpoints": {"checked": 10, "loaded": 10, "stale_temp_files": 0},
