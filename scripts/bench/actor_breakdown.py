@@ -16,7 +16,6 @@ forward costs a multiple of what a microbenchmark reports.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -28,7 +27,7 @@ import torch
 from actor.rollout import Lane, infer_and_act, sample_from_logits, split_lanes
 from common.env import EnvSpec, build_envs
 from common.model import ActorCritic, ModelSpec
-from scripts.bench.shared import raw_frames_per_s, summed_rate
+from scripts.bench.shared import arg_parser, raw_frames_per_s, summed_rate
 
 
 def lane_and_policy(num_envs: int) -> tuple[Lane, ActorCritic]:
@@ -87,9 +86,7 @@ def phases(seconds: float, num_envs: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--procs", type=int, default=2, help="processes running at once")
     parser.add_argument("--seconds", type=float, default=12.0, help="measurement window")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")

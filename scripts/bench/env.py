@@ -9,7 +9,6 @@ Each pair is measured in alternating rounds so that machine noise hits both side
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import statistics
@@ -21,7 +20,7 @@ import torch
 
 from common.env import EnvSpec, FrameEnv
 from common.model import ActorCritic, ModelSpec
-from scripts.bench.shared import raw_frames_per_s
+from scripts.bench.shared import arg_parser, raw_frames_per_s
 
 
 def factory_frames_per_s(seconds: float) -> float:
@@ -87,9 +86,7 @@ def bench_env_and_model(rounds: int, seconds: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds")
     parser.add_argument("--seconds", type=float, default=2.0, help="seconds per measurement")
     args = parser.parse_args(argv)

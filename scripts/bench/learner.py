@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from itertools import product
 from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
@@ -44,17 +45,12 @@ from common import status
 from learner.batching import collate, to_host
 from learner.config import LearnerConfig
 from learner.loop import build_training, training_device
-from scripts.bench.shared import send_chunks, synthetic_chunk
+from scripts.bench.shared import arg_parser, send_chunks, sync, synthetic_chunk
 from scripts.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 SPAWN = mp.get_context("spawn")
 FRAME_SKIP = 4
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def time_updates(
@@ -64,17 +60,13 @@ def time_updates(
     torch.manual_seed(0)
     learner, mixer = build_training(cfg, device)
     rng = np.random.default_rng(0)
-    pool = [
-        to_host(
-            synthetic_chunk(rng, cfg.unroll_length, num_envs), FRAME_SKIP, device.type == "cuda"
-        )
-        for _ in range(2 * cfg.batch_size().max_chunks)
-    ]
+    b = cfg.batch_size().max_chunks
+    chunks = [synthetic_chunk(rng, cfg.unroll_length, num_envs) for _ in range(2 * b)]
+    pool = [to_host(c, FRAME_SKIP, device.type == "cuda") for c in chunks]
 
     def one(i: int) -> int:
         """One update; the sequences it trained on."""
-        chunks = [pool[(i + j) % len(pool)] for j in range(cfg.batch_size().max_chunks)]
-        batch = collate(chunks, device)
+        batch = collate([pool[(i + j) % len(pool)] for j in range(b)], device)
         mixed = mixer.mix(batch, learner.updates) if mixer is not None else None
         batch = mixed.batch if mixed is not None else batch
         stats = learner.step(batch)
@@ -82,11 +74,11 @@ def time_updates(
             mixer.after_update(mixed, stats.priorities)
         return batch.num_sequences
 
-    fresh = cfg.batch_size().max_chunks * num_envs
+    fresh = b * num_envs
     warm = 5 + (cfg.replay_min_size // fresh + 1 if mixer is not None else 0)
     for i in range(warm):  # cuDNN autotuning, allocator warm-up, replay past its minimum
         one(i)
-    _sync(device)
+    sync(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     skipped, times = mixer.skipped if mixer is not None else 0, []
@@ -94,7 +86,7 @@ def time_updates(
         t0 = time.perf_counter()
         for i in range(iters):
             sequences = one(i)
-        _sync(device)
+        sync(device)
         times.append((time.perf_counter() - t0) / iters)
     sec = statistics.median(times)
     out = {
@@ -175,9 +167,7 @@ def step_emulators(n: int, ready: EventType) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
     parser.add_argument("--archs", default="small", help="comma-separated: small,nature,resnet")
     parser.add_argument("--batch-chunks", default="2", help="comma-separated chunks per update")
@@ -188,16 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e", action="store_true", help="also run a real learner process")
     parser.add_argument("--senders", type=int, default=2, help="sender processes for --e2e")
     parser.add_argument("--seconds", type=float, default=10.0, help="--e2e measurement window")
-    parser.add_argument(
-        "--threads", default="0", help="comma-separated torch threads to time (0 = torch default)"
-    )
-    parser.add_argument(
-        "--beside-emulators",
-        type=int,
-        default=0,
-        help="time updates while one process steps this many Mario emulators in threads, as an "
-        "actor does beside a CPU learner in make train",
-    )
+    parser.add_argument("--threads", default="0", help="comma-separated; 0: torch's default")
+    parser.add_argument("--beside-emulators", type=int, default=0, help="N (see above); 0: none")
     args = parser.parse_args(argv)
     if args.beside_emulators:  # a daemon: ended when this process exits
         ready = SPAWN.Event()
@@ -208,11 +190,10 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("bench_learner: the emulator process did not start")
     device = training_device(args.device)  # cuDNN set up as the learner sets it
     default_threads = torch.get_num_threads()
-    for arch in args.archs.split(","):
-        for b in (int(x) for x in args.batch_chunks.split(",")):
-            for t in (int(x) for x in args.threads.split(",")):
-                torch.set_num_threads(t or default_threads)
-                print(json.dumps(bench_row(args, device, arch, b)), flush=True)
+    settings = product(args.archs.split(","), args.batch_chunks.split(","), args.threads.split(","))
+    for arch, b, threads in settings:
+        torch.set_num_threads(int(threads) or default_threads)
+        print(json.dumps(bench_row(args, device, arch, int(b))), flush=True)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     info = {"machine": platform.processor() or platform.machine(), "gpu": gpu}
     print(json.dumps(info | {"torch": torch.__version__, "threads": torch.get_num_threads()}))
@@ -227,9 +208,8 @@ def bench_row(args: argparse.Namespace, device: torch.device, arch: str, b: int)
     row["update"] = time_updates(cfg, args.num_envs, device, args.iters, args.repeats)
     if args.e2e:
         row["e2e"] = e2e(cfg, args.num_envs, str(device), args.senders, args.seconds)
-        row["e2e_over_update"] = round(
-            row["e2e"]["updates_per_s"] / row["update"]["updates_per_s"], 3
-        )
+        e2e_rate = row["e2e"]["updates_per_s"]
+        row["e2e_over_update"] = round(e2e_rate / row["update"]["updates_per_s"], 3)
     return row
 
 

@@ -11,7 +11,6 @@ that holding K emulators costs by itself, before any policy or IO.
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import statistics
@@ -26,7 +25,7 @@ from common import wire
 from common.metrics import LearnerMetrics
 from common.model import ActorCritic, ModelSpec
 from learner.ingest import Ingest, IngestSettings
-from scripts.bench.shared import raw_frames_per_s, send_chunks, summed_rate
+from scripts.bench.shared import arg_parser, raw_frames_per_s, send_chunks, summed_rate
 from scripts.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,9 +125,7 @@ def ingest_mb_per_s(seconds: float, unroll: int, num_envs: int, senders: int = 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--rounds", type=int, default=3, help="alternating raw/actor rounds")
     parser.add_argument("--seconds", type=float, default=8.0, help="measurement window per run")
     parser.add_argument("--procs", default="1,2", help="process counts to compare")

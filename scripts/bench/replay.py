@@ -21,11 +21,13 @@ import gc
 import json
 import statistics
 import time
+import timeit
 from collections.abc import Callable
 
 import torch
 
 from learner.replay import PrioritizedReplay, ReplayCapacityError, check_fits, estimate_bytes
+from scripts.bench.shared import arg_parser, sync
 
 NUM_ACTIONS = 7  # SIMPLE_MOVEMENT
 FRAME_STACK = 4
@@ -36,7 +38,7 @@ def int_list(text: str) -> list[int]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arg_parser(__doc__)
     parser.add_argument("--frames-shape", type=int_list, default=[24, 12, 12], help="T+4,H,W")
     parser.add_argument("--batch", type=int, default=32, help="sequences per sample() call")
     parser.add_argument("--add-batch", type=int, default=16, help="sequences per add() call")
@@ -68,23 +70,16 @@ def make_batch(n: int, frames_shape: list[int]) -> dict[str, torch.Tensor]:
     }
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def timed(fn: Callable[[], object], device: torch.device, iters: int, warmup: int = 3) -> float:
-    """Median seconds per call, synchronising the device around every call."""
+    """Median seconds per call, the device synchronised after every call (so before each too)."""
+
+    def call() -> None:
+        fn()
+        sync(device)
+
     for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(iters):
-        sync(device)
-        start = time.perf_counter()
-        fn()
-        sync(device)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        call()
+    return statistics.median(timeit.repeat(call, number=1, repeat=iters))
 
 
 def bench_one(args: argparse.Namespace, capacity: int, device: torch.device) -> dict:

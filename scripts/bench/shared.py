@@ -1,17 +1,31 @@
-"""What several benchmarks measure alike: the raw emulator's rate, rates summed over processes,
-and a synthetic chunk streamed to a learner under the credit protocol."""
+"""What several benchmarks share: their argument parser, device synchronisation, the raw
+emulator's rate, rates summed over processes, and a synthetic chunk streamed to a learner under
+the credit protocol."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import time
+from argparse import ArgumentParser, RawDescriptionHelpFormatter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+import torch
 import zmq
 
 from common import chunk, wire
+
+
+def arg_parser(doc: str) -> ArgumentParser:
+    """A benchmark's argument parser; --help shows its module docstring as written."""
+    return ArgumentParser(description=doc, formatter_class=RawDescriptionHelpFormatter)
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously) before a clock is read."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def raw_frames_per_s(seconds: float, emulators: int = 1) -> float:

@@ -17,7 +17,6 @@ from scripts.service.host import Host
 from scripts.service.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[3]
-RUNNING = 20  # supervisord's process state code
 STARTSECS = 10.0  # deploy/supervisord/mario-impala.conf: a process younger than this is starting
 
 
@@ -79,6 +78,4 @@ class Deployment:
 def running_for(procs: dict[str, dict[str, Any]], name: str) -> float:
     """Seconds `name` has been RUNNING (supervisord's clock); -1 if it is not."""
     p = procs.get(name)
-    if not p or p["state"] != RUNNING or p["pid"] <= 0:
-        return -1.0
-    return p["now"] - p["start"]
+    return p["now"] - p["start"] if p and p["statename"] == "RUNNING" else -1.0

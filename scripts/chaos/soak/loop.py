@@ -68,9 +68,7 @@ class Soak:
     def log(self, event: str, **kw: Any) -> None:
         t = time.time() - self.t0
         self.events.append({"t": round(t, 2), "event": event, **kw})
-        print(
-            f"[soak {t:7.1f} s] {event} " + " ".join(f"{k}={v}" for k, v in kw.items()), flush=True
-        )
+        print(f"[soak {t:7.1f} s] {event}", *(f"{k}={v}" for k, v in kw.items()), flush=True)
 
     def timing_a_restart(self) -> bool:
         """A learner restart is being timed, or about to be: no other fault, no rogue round."""
@@ -92,21 +90,18 @@ class Soak:
         self.log("learner killed", kind=kind, updates=updates, resumes_from=resumed,
                  lost=updates - resumed, lost_s=round(lost_s, 2), bound_s=round(bound_s, 2))  # fmt: skip
 
-    def kill_actor(self, procs: dict) -> bool:
-        # the actors' resume after a learner restart is measured on actors that lived through it
-        ready = [a for a in self.actors if running_for(procs, a) >= STARTSECS]
-        if self.timing_a_restart() or not ready:
-            return False
-        name = self.rng.choice(ready)
-        os.kill(procs[name]["pid"], signal.SIGKILL)
-        self.kills["actor_kills"] += 1
-        self.log("actor killed", actor=name)
-        return True
-
     def fire(self, fault: Fault, procs: dict) -> bool:
         """Fire `fault` if its target is ready; False: try again on a later tick."""
         if fault.kind == "actor":
-            return self.kill_actor(procs)
+            # no actor killed while a restart is timed: the resume is of actors that lived through it
+            ready = [a for a in self.actors if running_for(procs, a) >= STARTSECS]
+            if self.timing_a_restart() or not ready:
+                return False
+            name = self.rng.choice(ready)
+            os.kill(procs[name]["pid"], signal.SIGKILL)
+            self.kills["actor_kills"] += 1
+            self.log("actor killed", actor=name)
+            return True
         if running_for(procs, "learner") < STARTSECS or self.midwrite.armed.is_set():
             return False
         if fault.kind == "learner_midwrite":
