@@ -39,10 +39,6 @@ def factory_frames_per_s(seconds: float) -> float:
     return rate
 
 
-# the small CNN without its input normalisation and previous-action input: what those two cost
-PLAIN_SMALL = ModelSpec(last_action=False, input_norm=False)
-
-
 def inference_s_per_obs(spec: ModelSpec, batch: int, seconds: float) -> float:
     """Seconds per observation of `spec`'s forward pass on [batch, S, H, W] uint8 frames (and
     the previous action, where the spec takes it)."""
@@ -61,12 +57,14 @@ def inference_s_per_obs(spec: ModelSpec, batch: int, seconds: float) -> float:
 
 
 def bench_env_and_model(rounds: int, seconds: float) -> dict:
+    # the small CNN without its input normalisation and previous action: what those two cost
+    plain_spec = ModelSpec(last_action=False, input_norm=False)
     raw, fac, inf, plain = [], [], [], []
     for _ in range(rounds):
         raw.append(raw_frames_per_s(seconds))
         fac.append(factory_frames_per_s(seconds))
         inf.append(inference_s_per_obs(ModelSpec(), 4, seconds / 2))
-        plain.append(inference_s_per_obs(PLAIN_SMALL, 4, seconds / 2))
+        plain.append(inference_s_per_obs(plain_spec, 4, seconds / 2))
     raw_fps, fac_fps, inf_s = statistics.median(raw), statistics.median(fac), statistics.median(inf)
     step_s = 4 / raw_fps  # emulation time of one agent step (4 frames)
     r = {

@@ -86,9 +86,8 @@ def synthetic_chunk(
 def send_chunks(port: int, actor_id: int, unroll: int, num_envs: int, seconds: float) -> None:
     """Register with a learner at `port`, then stream one synthetic chunk over and over for
     `seconds`, spending credits as an actor does."""
-    frames = wire.encode(
-        synthetic_chunk(np.random.default_rng(actor_id), unroll, num_envs, actor_id)
-    )
+    message = synthetic_chunk(np.random.default_rng(actor_id), unroll, num_envs, actor_id)
+    frames = wire.encode(message)
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(f"tcp://127.0.0.1:{port}")

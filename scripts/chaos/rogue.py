@@ -79,9 +79,7 @@ def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
 
 
 def _flip_bits(data: bytes, rng: random.Random, max_bits: int = 8) -> bytes:
-    if not data:
-        return b"\x01"
-    out = bytearray(data)
+    out = bytearray(data)  # no frame of real traffic is empty
     for _ in range(rng.randint(1, max_bits)):
         i = rng.randrange(len(out))
         out[i] ^= 1 << rng.randrange(8)
@@ -128,7 +126,7 @@ def _meta(header: dict, rng: random.Random) -> None:
 def _truncate(frames: Frames, rng: random.Random) -> Frames:
     i = rng.randrange(len(frames))
     out = list(frames)
-    out[i] = out[i][: rng.randrange(len(out[i]))] if out[i] else b"\x00"  # always a change
+    out[i] = out[i][: rng.randrange(len(out[i]))]  # always shorter: no frame is empty
     return out
 
 

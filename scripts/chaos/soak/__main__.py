@@ -27,9 +27,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m scripts.chaos.soak", description=__doc__.split("\n\n")[0]
     )
     p.add_argument("--minutes", type=float, default=30.0, help="soak length (default 30)")
-    p.add_argument(
-        "--run-dir", default="runs/soak", help="run dir; emptied first (default runs/soak)"
-    )
+    p.add_argument("--run-dir", default="runs/soak", help="emptied first (default runs/soak)")
     p.add_argument("--actors", type=int, default=2, help="training actors (default 2)")
     p.add_argument("--seed", type=int, default=0, help="seeds the fault schedule and the rogue")
     p.add_argument("--level", default="1-1")

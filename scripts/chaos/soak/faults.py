@@ -53,10 +53,7 @@ class MidwriteKiller:
             self.armed.clear()
 
     def _kill_a_writer(self) -> MidwriteKill | None:
-        try:
-            names = os.listdir(self.ckpt_dir)
-        except FileNotFoundError:
-            return None
+        names = (p.name for p in self.ckpt_dir.glob(".ckpt-*"))  # none before the first write
         hit = next((m for n in names if (m := TEMP_FILE.match(n))), None)
         if hit is None:
             return None

@@ -165,21 +165,16 @@ class Soak:
     def run(self) -> dict[str, Any]:
         self.log("building the rogue's copies of real traffic")
         traffic = real_traffic(self.args.level, self.args.seed)
-        faults = len(self.faults)
+        port, pending = self.deploy.host.port, list(self.faults)
         self.log(
-            "make up",
-            run=self.run_dir,
-            port=self.deploy.host.port,
-            actors=len(self.actors),
-            faults=faults,
+            "make up", run=self.run_dir, port=port, actors=len(self.actors), faults=len(pending)
         )
         self.deploy.make("up")  # returns once supervisord answers
         self.midwrite = MidwriteKiller(self.checkpoints.run.checkpoints)
-        peer = RoguePeer(f"127.0.0.1:{self.deploy.host.port}", traffic, self.args.seed)
+        peer = RoguePeer(f"127.0.0.1:{port}", traffic, self.args.seed)
         rogue = RogueRounds(peer, self.args.rogue_every_s)
         self.t0 = time.time()
         self.watch = LearnerWatch(last_progress=self.t0)
-        pending = list(self.faults)
         try:
             while (now := time.time()) - self.t0 < self.duration_s:
                 procs = self.deploy.processes()
