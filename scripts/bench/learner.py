@@ -24,7 +24,6 @@ second process steps N Mario emulators in threads, as the actor beside a CPU lea
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import platform
@@ -191,26 +190,21 @@ def main(argv: list[str] | None = None) -> int:
     device = training_device(args.device)  # cuDNN set up as the learner sets it
     default_threads = torch.get_num_threads()
     settings = product(args.archs.split(","), args.batch_chunks.split(","), args.threads.split(","))
-    for arch, b, threads in settings:
+    for arch, b, threads in settings:  # a printed row each: the update timed, the e2e learner
         torch.set_num_threads(int(threads) or default_threads)
-        print(json.dumps(bench_row(args, device, arch, int(b))), flush=True)
+        cfg = LearnerConfig(arch=arch, batch_chunks=int(b), unroll_length=args.unroll_length)
+        row = {"arch": arch, "batch_chunks": cfg.batch_chunks, "device": str(device)}
+        row |= {"torch_threads": torch.get_num_threads(), "beside_emulators": args.beside_emulators}
+        row["update"] = time_updates(cfg, args.num_envs, device, args.iters, args.repeats)
+        if args.e2e:
+            row["e2e"] = e2e(cfg, args.num_envs, str(device), args.senders, args.seconds)
+            e2e_rate = row["e2e"]["updates_per_s"]
+            row["e2e_over_update"] = round(e2e_rate / row["update"]["updates_per_s"], 3)
+        print(json.dumps(row), flush=True)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     info = {"machine": platform.processor() or platform.machine(), "gpu": gpu}
     print(json.dumps(info | {"torch": torch.__version__, "threads": torch.get_num_threads()}))
     return 0
-
-
-def bench_row(args: argparse.Namespace, device: torch.device, arch: str, b: int) -> dict:
-    """One printed row: the update timed (and the e2e learner, with --e2e) for one setting."""
-    cfg = LearnerConfig(arch=arch, batch_chunks=b, unroll_length=args.unroll_length)
-    row = {"arch": arch, "batch_chunks": b, "device": str(device)}
-    row |= {"torch_threads": torch.get_num_threads(), "beside_emulators": args.beside_emulators}
-    row["update"] = time_updates(cfg, args.num_envs, device, args.iters, args.repeats)
-    if args.e2e:
-        row["e2e"] = e2e(cfg, args.num_envs, str(device), args.senders, args.seconds)
-        e2e_rate = row["e2e"]["updates_per_s"]
-        row["e2e_over_update"] = round(e2e_rate / row["update"]["updates_per_s"], 3)
-    return row
 
 
 if __name__ == "__main__":

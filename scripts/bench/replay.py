@@ -1,11 +1,7 @@
 """Time PrioritizedReplay add / sample / update_priorities against capacity.
 
-Each stored sequence is a reduced rollout of T steps (T = frames dim 0 minus 4):
-    frames            uint8   [T+4, H, W]   (--frames-shape; the real learner uses [T+4, 84, 84])
-    action            int64   [T]
-    reward            float32 [T]
-    done              bool    [T]
-    behaviour_logits  float32 [T, 7]
+Each stored sequence is a reduced rollout of T steps: frames uint8 [T+4, H, W] (--frames-shape;
+the learner stores [T+4, 84, 84]) and T actions, rewards, dones and behaviour logits (`make_batch`).
 The default 24,12,12 is about 4.3 KB per sequence, so 1M sequences fit in ~4.3 GB of RAM.
 The buffer is filled to capacity before timing, so sample() draws over every slot and add()
 overwrites, as in steady state. add() is timed from a host batch (rollouts arrive over the

@@ -43,9 +43,11 @@ def judge(s: dict[str, Any]) -> list[dict[str, Any]]:
     minutes = s["duration_s"] / 60
     midwrites = max(1, int(MIDWRITE_KILLS_PER_30_MIN * minutes / 30))
     p99 = percentile(s["resume_s"], 99)
+    resumed = p99 is not None and p99 <= RESUME_P99_S and not s["resume_timeouts"]
     crashes = s["learner_crashes"]
     over = [c for c in crashes if not c["within_interval"]]
     most_lost = max((c["lost_updates"] for c in crashes), default=0)
+    lost = f"{len(over)} of {len(crashes)} (most lost: {most_lost} updates)"
     older = [  # restarts that served an older version than the newest complete checkpoint's
         c
         for c in crashes
@@ -59,14 +61,10 @@ def judge(s: dict[str, Any]) -> list[dict[str, Any]]:
     checks = {
         "hangs": Check(s["hangs"], "<= 0", s["hangs"] == 0),
         "actor streaming again after a learner restart, p99 s": Check(
-            _rounded(p99, 2),
-            f"<= {RESUME_P99_S}",
-            p99 is not None and p99 <= RESUME_P99_S and not s["resume_timeouts"],
+            _rounded(p99, 2), f"<= {RESUME_P99_S}", resumed
         ),
         "learner crashes that lost more than one checkpoint interval of updates": Check(
-            f"{len(over)} of {len(crashes)} (most lost: {most_lost} updates)",
-            "0, at least one crash",
-            bool(crashes) and not over,
+            lost, "0, at least one crash", bool(crashes) and not over
         ),
         "learner restarts that resumed from an older than the newest complete checkpoint": Check(
             len(older), "0", not older

@@ -177,11 +177,8 @@ class RogueRounds:
         self.last = 0.0
 
     def summary(self) -> dict[str, Any]:
-        # sent: by message/mutation, accounted rounds or not
-        return self.rounds | {
-            "unaccounted": self.unaccounted,
-            "sent": dict(sorted(self.peer.sent.items())),
-        }
+        sent = dict(sorted(self.peer.sent.items()))  # by message/mutation, in any round
+        return self.rounds | {"unaccounted": self.unaccounted, "sent": sent}
 
     def tick(self, m: dict[str, float], now: float, quiet: bool) -> list[str] | None:
         """Account for the open burst, or send one when `quiet` (no fault near, the learner up a
