@@ -89,7 +89,6 @@ def send_chunks(port: int, actor_id: int, unroll: int, num_envs: int, seconds: f
     message = synthetic_chunk(np.random.default_rng(actor_id), unroll, num_envs, actor_id)
     frames = wire.encode(message)
     sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
     sock.connect(f"tcp://127.0.0.1:{port}")
     env = {"level": "1-1", "action_set": "simple", "frame_size": 84, "frame_skip": 4}
     sock.send_multipart(wire.encode(wire.Register(
@@ -103,4 +102,4 @@ def send_chunks(port: int, actor_id: int, unroll: int, num_envs: int, seconds: f
                 credits += msg.credits
         sock.send_multipart(frames, copy=False)
         credits -= 1
-    sock.close()
+    sock.close(linger=0)

@@ -190,7 +190,6 @@ class RoguePeer:
         self.traffic = traffic
         self.rng = random.Random(seed)
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 16)
         self.sock.connect(f"tcp://{address}")
         self.sent: Counter[str] = Counter()  # by "<message>/<mutation>"

@@ -15,17 +15,10 @@ from typing import Any
 from common.env import WATCHDOG_EXIT_CODE
 from common.rundir import RunDir
 from scripts.chaos.rogue import RoguePeer, real_traffic
+from scripts.chaos.soak import measure
 from scripts.chaos.soak.deployment import STARTSECS, Deployment, running_for
 from scripts.chaos.soak.faults import MidwriteKill, MidwriteKiller, Restart
 from scripts.chaos.soak.judge import percentile
-from scripts.chaos.soak.measure import (
-    ROGUE_SETTLE_S,
-    ActorLives,
-    Checkpoints,
-    LearnerWatch,
-    Memory,
-    RogueRounds,
-)
 from scripts.chaos.soak.schedule import Fault, fault_schedule
 
 RESUME_TIMEOUT_S = 60.0
@@ -53,17 +46,17 @@ class Soak:
             midwrite_every_s=args.midwrite_kill_every_s,
             settle_s=min(30.0, self.duration_s / 6),
         )
-        self.checkpoints = Checkpoints(RunDir(self.run_dir))
-        self.lives = ActorLives()
-        self.memory = Memory()
+        self.checkpoints = measure.Checkpoints(RunDir(self.run_dir))
+        self.lives = measure.ActorLives()
+        self.memory = measure.Memory()
         self.restarts: list[Restart] = []
         self.kills = dict.fromkeys(["actor_kills", "learner_kills", "midwrite_kills"], 0)
         self.kills |= {"midwrite_missed": 0, "midwrite_no_write": 0}
         self.events: list[dict[str, Any]] = []
         self.t0 = time.time()  # again when the deployment is up
         self.last_actor_scrape = self.last_memory = 0.0
-        self.watch: LearnerWatch  # these two start once the deployment is up
-        self.midwrite: MidwriteKiller
+        self.watch: measure.LearnerWatch  # started once the deployment is up
+        self.midwrite = MidwriteKiller(RunDir(self.run_dir).checkpoints)  # idle until armed
 
     def log(self, event: str, **kw: Any) -> None:
         t = time.time() - self.t0
@@ -170,11 +163,10 @@ class Soak:
             "make up", run=self.run_dir, port=port, actors=len(self.actors), faults=len(pending)
         )
         self.deploy.make("up")  # returns once supervisord answers
-        self.midwrite = MidwriteKiller(self.checkpoints.run.checkpoints)
         peer = RoguePeer(f"127.0.0.1:{port}", traffic, self.args.seed)
-        rogue = RogueRounds(peer, self.args.rogue_every_s)
+        rogue = measure.RogueRounds(peer, self.args.rogue_every_s)
         self.t0 = time.time()
-        self.watch = LearnerWatch(last_progress=self.t0)
+        self.watch = measure.LearnerWatch(last_progress=self.t0)
         try:
             while (now := time.time()) - self.t0 < self.duration_s:
                 procs = self.deploy.processes()
@@ -188,9 +180,9 @@ class Soak:
                     elif elapsed - pending[0].at_s > 120:
                         self.log("fault skipped: its target was never ready", kind=pending[0].kind)
                         pending.pop(0)
-                fault_near = bool(pending) and pending[0].at_s - elapsed < ROGUE_SETTLE_S + 1
-                learner_settled = now - (self.watch.start or now) >= 10
-                quiet = learner_settled and not fault_near and not self.timing_a_restart()
+                next_fault_s = pending[0].at_s - elapsed if pending else math.inf
+                settled = now - (self.watch.start or now) >= 10 and not self.timing_a_restart()
+                quiet = settled and next_fault_s >= measure.ROGUE_SETTLE_S + 1
                 if (names := rogue.tick(m, now, quiet)) is not None:
                     self.log("rogue messages not rejected", sent=names)
                 time.sleep(TICK_S)
@@ -201,7 +193,7 @@ class Soak:
             self.deploy.down()
         return self.summary(rogue)
 
-    def summary(self, rogue: RogueRounds) -> dict[str, Any]:
+    def summary(self, rogue: measure.RogueRounds) -> dict[str, Any]:
         resumes = [v for r in self.restarts for v in r.resume_s.values()]
         finite = [v for v in resumes if math.isfinite(v)]
         p50, p99 = percentile(finite, 50), percentile(finite, 99)
