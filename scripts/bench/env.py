@@ -56,15 +56,20 @@ def inference_s_per_obs(spec: ModelSpec, batch: int, seconds: float) -> float:
     return (time.perf_counter() - start) / (n * batch)
 
 
-def bench_env_and_model(rounds: int, seconds: float) -> dict:
+def main(argv: list[str] | None = None) -> int:
+    parser = arg_parser(__doc__)
+    parser.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds")
+    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per measurement")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
     # the small CNN without its input normalisation and previous action: what those two cost
     plain_spec = ModelSpec(last_action=False, input_norm=False)
     raw, fac, inf, plain = [], [], [], []
-    for _ in range(rounds):
-        raw.append(raw_frames_per_s(seconds))
-        fac.append(factory_frames_per_s(seconds))
-        inf.append(inference_s_per_obs(ModelSpec(), 4, seconds / 2))
-        plain.append(inference_s_per_obs(plain_spec, 4, seconds / 2))
+    for _ in range(args.rounds):
+        raw.append(raw_frames_per_s(args.seconds))
+        fac.append(factory_frames_per_s(args.seconds))
+        inf.append(inference_s_per_obs(ModelSpec(), 4, args.seconds / 2))
+        plain.append(inference_s_per_obs(plain_spec, 4, args.seconds / 2))
     raw_fps, fac_fps, inf_s = statistics.median(raw), statistics.median(fac), statistics.median(inf)
     step_s = 4 / raw_fps  # emulation time of one agent step (4 frames)
     r = {
@@ -78,18 +83,8 @@ def bench_env_and_model(rounds: int, seconds: float) -> dict:
         "inference_over_plain": statistics.median(a / b for a, b in zip(inf, plain, strict=True)),
     }
     for arch in ("nature", "resnet"):
-        s_per_obs = inference_s_per_obs(ModelSpec(arch=arch), 4, seconds / 2)
+        s_per_obs = inference_s_per_obs(ModelSpec(arch=arch), 4, args.seconds / 2)
         r[f"{arch}_inference_ms_per_obs"] = s_per_obs * 1e3
-    return r
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = arg_parser(__doc__)
-    parser.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds")
-    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per measurement")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    r = bench_env_and_model(args.rounds, args.seconds)
     machine = f"{platform.node()} {platform.processor() or platform.machine()}"
     print(
         f"machine: {machine}, torch {torch.__version__}\n"

@@ -41,9 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: cpu, and cuda too"
     )
-    parser.add_argument(
-        "--capacities", type=int_list, default=[1_000, 10_000, 100_000, 1_000_000], help="a,b,..."
-    )
+    parser.add_argument("--capacities", type=int_list, default=[1_000, 10_000, 100_000, 1_000_000])
     parser.add_argument("--iters", type=int, default=50, help="timed calls per operation")
     parser.add_argument("--alpha", type=float, default=0.6)
     parser.add_argument("--beta", type=float, default=0.4)

@@ -17,9 +17,16 @@ from typing import Any
 
 import msgpack
 import numpy as np
+import torch
 import zmq
 
+from actor.config import ActorConfig
+from actor.main import to_wire_chunk
+from actor.rollout import infer_and_act, split_lanes
 from common import wire
+from common.env import build_envs
+from common.model import ActorCritic
+from learner.config import LearnerConfig
 
 Frames = list[bytes]
 Mutation = Callable[[Frames, random.Random], Frames]
@@ -37,15 +44,6 @@ HOSTILE_META = (*HOSTILE_VALUES, "credit", "weights", "chunk", wire.PROTOCOL_VER
 def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
     """One encoded copy of each message an actor sends, played on a real env by the actor's code
     (an untrained network; a run id no learner runs)."""
-    import torch
-
-    from actor.config import ActorConfig
-    from actor.main import to_wire_chunk
-    from actor.rollout import infer_and_act, split_lanes
-    from common.env import build_envs
-    from common.model import ActorCritic
-    from learner.config import LearnerConfig
-
     cfg = ActorConfig(level=level, num_envs=1, run_id="rogue", actor_id=1_000_000)
     learner = LearnerConfig()  # what a default learner's Welcome names
     env = build_envs(cfg.env_spec(), 1)[0]
@@ -62,15 +60,11 @@ def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
         chunk = to_wire_chunk(cfg, "rogue", 0, finished[0])
     finally:
         env.close()
-    register = wire.Register(
-        run_id=cfg.run_id,
-        actor_id=cfg.actor_id,
-        instance_id="rogue",
-        env_spec=cfg.env_spec().to_wire(),
-        num_envs=1,
-    )
+    spec = cfg.env_spec().to_wire()
     messages: dict[str, wire.Message] = {
-        "register": register,
+        "register": wire.Register(
+            run_id=cfg.run_id, actor_id=cfg.actor_id, instance_id="rogue", env_spec=spec, num_envs=1
+        ),
         "chunk": chunk,
         "heartbeat": wire.Heartbeat(sent_time=1.0, policy_version=0),
         "weights_request": wire.WeightsRequest(have_version=-1),

@@ -39,14 +39,11 @@ class Deployment:
 
     def make(self, target: str, timeout_s: float = 300) -> None:
         """`make TARGET` with this deployment's settings, as a user would type them."""
-        settings = {  # the host's cores are the machine's own, not a setting of make's
-            k.removeprefix("MARIO_"): v
-            for k, v in self.host.environ().items()
-            if k != "MARIO_CORES"
-        }
+        settings = self.host.environ()
+        del settings["MARIO_CORES"]  # the host's cores are the machine's own, not a make setting
         venv = Path(sys.executable).parent.parent
         argv = ["make", "--no-print-directory", "-o", f"{venv}/.installed", target, f"VENV={venv}"]
-        argv += [f"{k}={v}" for k, v in settings.items()]
+        argv += [f"{k.removeprefix('MARIO_')}={v}" for k, v in settings.items()]
         out = subprocess.run(
             argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False
         )

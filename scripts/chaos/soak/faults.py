@@ -74,8 +74,8 @@ class Restart:
     t_kill: float  # unix time
     updates_at_kill: int
     resumed_version: int
-    lost_s: float  # the kill's time minus the later of the resumed checkpoint and the life's start
-    bound_s: float  # one checkpoint interval plus the longest update of the life that ended
+    lost_s: float  # training time lost: since the resumed checkpoint, or the life's start if later
+    bound_s: float  # one checkpoint interval plus the longest update seen (and two ticks)
     actors: dict[str, int]  # name -> pid of the actors alive at the kill
     t_ready: float | None = None  # when the new learner served
     first_version: int | None = None  # the new learner's version when first scraped
