@@ -5,7 +5,8 @@ the learner stores [T+4, 84, 84]) and T actions, rewards, dones and behaviour lo
 The default 24,12,12 is about 4.3 KB per sequence, so 1M sequences fit in ~4.3 GB of RAM.
 The buffer is filled to capacity before timing, so sample() draws over every slot and add()
 overwrites, as in steady state. add() is timed from a host batch (rollouts arrive over the
-network on the host); on CUDA that includes the host-to-device copy.
+network on the host); on CUDA that includes the host-to-device copy. --device auto times the
+CPU, and CUDA too when there is one.
 
     python -m scripts.bench.replay --capacities 1000,100000 --device cuda
 """
@@ -38,9 +39,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--frames-shape", type=int_list, default=[24, 12, 12], help="T+4,H,W")
     parser.add_argument("--batch", type=int, default=32, help="sequences per sample() call")
     parser.add_argument("--add-batch", type=int, default=16, help="sequences per add() call")
-    parser.add_argument(
-        "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: cpu, and cuda too"
-    )
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--capacities", type=int_list, default=[1_000, 10_000, 100_000, 1_000_000])
     parser.add_argument("--iters", type=int, default=50, help="timed calls per operation")
     parser.add_argument("--alpha", type=float, default=0.6)

@@ -63,11 +63,11 @@ def summed_rate(rate: Callable[..., float], args: tuple, procs: int) -> float:
 
 
 def synthetic_chunk(
-    rng: np.random.Generator, unroll: int, num_envs: int, actor_id: int = 0, num_actions: int = 7
+    rng: np.random.Generator, unroll: int, num_envs: int, actor_id: int = 0
 ) -> wire.Chunk:
     """A chunk shaped like an actor's (episode starts and ends sprinkled in, no truncations),
     validated by the wire format."""
-    T, K, A = unroll, num_envs, num_actions
+    T, K, A = unroll, num_envs, 7  # the simple action set's 7 actions
     arrays = chunk.new_arrays({"T": T, "K": K, "H": 84, "W": 84, "A": A})
     first = arrays["first"]  # [T+4, K]
     first[:] = rng.random((T + 4, K)) < 0.01

@@ -96,9 +96,8 @@ class Restart:
             "lost_updates": lost,
             "lost_s": round(self.lost_s, 2),
             "bound_s": round(self.bound_s, 2),
-            # at most one checkpoint interval lost: the work since the resumed checkpoint's state
-            # was taken spans no more than the interval plus the update that straddled its end
-            # (the learner's loop reads the clock between updates)
+            # the work since the resumed checkpoint's state spans at most the interval and the
+            # update that straddled its end (the learner's loop reads the clock between updates)
             "within_interval": lost == 0 or self.lost_s <= self.bound_s,
         }
 

@@ -73,8 +73,8 @@ class Soak:
         """Book one learner kill (the learner is dead when this runs: nothing moves on disk)."""
         resumed = self.checkpoints.newest_version()
         saved = self.checkpoints.check()
-        # the training time lost: since the resumed checkpoint, or since this life began when it
-        # resumed from that checkpoint (the time before is the previous crash's)
+        # since the resumed checkpoint, or this life's start if later: the time before it is lost
+        # to the previous crash
         lost_s = t_kill - max(saved.get(resumed, t_kill), self.watch.start or 0.0)
         # the longest update spacing seen, plus two ticks: an update is seen at the next scrape
         bound_s = self.args.checkpoint_interval_s + self.watch.longest_spacing + 2 * TICK_S
@@ -197,12 +197,11 @@ class Soak:
         resumes = [v for r in self.restarts for v in r.resume_s.values()]
         finite = [v for v in resumes if math.isfinite(v)]
         p50, p99 = percentile(finite, 50), percentile(finite, 99)
+        down_s = [round(r.t_ready - r.t_kill, 2) for r in self.restarts if r.t_ready is not None]
         exits = self.deploy.supervisor.exits()
         kill9 = sum(e.how == "terminated by SIGKILL" for e in exits)  # the soak's own kills
-        watchdog = sum(
-            e.how == f"exit status {WATCHDOG_EXIT_CODE}" and e.name.startswith(("actor-", "eval"))
-            for e in exits
-        )
+        actor_exits = [e.how for e in exits if e.name.startswith(("actor-", "eval"))]
+        watchdog = actor_exits.count(f"exit status {WATCHDOG_EXIT_CODE}")
         return {
             "duration_s": self.duration_s,
             "seed": self.args.seed,
@@ -212,9 +211,7 @@ class Soak:
             "midwrite_kills": self.kills["midwrite_kills"],
             "hangs": self.watch.hangs,
             "longest_gap_without_update_s": round(self.watch.longest_gap, 1),
-            "learner_down_s": [
-                round(r.t_ready - r.t_kill, 2) for r in self.restarts if r.t_ready is not None
-            ],
+            "learner_down_s": down_s,
             "resume_s": [round(v, 3) for v in finite],
             "resume_timeouts": len(resumes) - len(finite),
             "resume_p50_p99_max_s": [p50, p99, max(finite, default=None)],

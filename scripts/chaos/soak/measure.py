@@ -94,7 +94,6 @@ class Memory:
         self.samples: defaultdict[str, list[tuple[float, float, float]]] = defaultdict(list)
 
     def sample(self, role: str, m: dict[str, float], now: float, age: float) -> None:
-        """Keep (time, MiB, the life's age) of one scrape that has the figure."""
         if mib := m.get("process_resident_memory_bytes", 0.0) / 2**20:
             self.samples[role].append((now, mib, age))
 
