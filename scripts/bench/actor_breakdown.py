@@ -20,6 +20,7 @@ import json
 import statistics
 import sys
 import time
+import timeit
 
 import numpy as np
 import torch
@@ -76,12 +77,8 @@ def phases(seconds: float, num_envs: int) -> dict[str, float]:
     out = {key: v / n * 1e3 for key, v in total.items()}
     last = lane.last_action()
     with torch.inference_mode():
-        for _ in range(20):
-            model(obs, last)
-        t = time.perf_counter()
-        for _ in range(200):
-            model(obs, last)
-        out["forward_warm"] = (time.perf_counter() - t) / 200 * 1e3
+        timeit.timeit(lambda: model(obs, last), number=20)  # warms the caches
+        out["forward_warm"] = timeit.timeit(lambda: model(obs, last), number=200) / 200 * 1e3
     return out
 
 

@@ -50,7 +50,9 @@ class Sink:
             heartbeat_interval_s=1.0,
             actor_timeout_s=30.0,
         )
-        self.ingest = Ingest(settings, LearnerMetrics(), lambda: 0, "127.0.0.1", self.port)
+        self.ingest = Ingest(
+            settings, LearnerMetrics(), lambda: 0, host="127.0.0.1", port=self.port
+        )
         tensors = {k: v.numpy() for k, v in ActorCritic(spec).state_dict().items()}
         weights = wire.Weights(policy_version=0, tensors=tensors, model_spec=spec.to_wire())
         self.ingest.publish(wire.encode(weights))
