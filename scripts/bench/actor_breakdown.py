@@ -16,36 +16,36 @@ forward costs a multiple of what a microbenchmark reports.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
+import timeit
 
-from scripts.bench.shared import raw_frames_per_s, summed_rate
+import numpy as np
+import torch
+
+from actor.rollout import Lane, infer_and_act, sample_from_logits, split_lanes
+from common.env import EnvSpec, build_envs
+from common.model import ActorCritic, ModelSpec
+from scripts.bench.shared import arg_parser, raw_frames_per_s, summed_rate
+
+
+def lane_and_policy(num_envs: int) -> tuple[Lane, ActorCritic]:
+    """One lane of `num_envs` Mario envs and the default policy on one torch thread."""
+    torch.set_num_threads(1)
+    envs = build_envs(EnvSpec(), num_envs)
+    return split_lanes(envs, 1, 32, envs[0].num_actions)[0], ActorCritic(ModelSpec()).eval()
 
 
 def lane_frames_per_s(mode: str, seconds: float) -> float:
     """Env frames/s of one lane of 4 envs in this process, actions `random` or from the `policy`."""
-    import numpy as np
-    import torch
-
-    from actor.rollout import sample_actions, split_lanes
-    from common.env import EnvSpec, build_envs
-    from common.model import ActorCritic, ModelSpec
-
-    torch.set_num_threads(1)
-    envs = build_envs(EnvSpec(), 4)
-    model = ActorCritic(ModelSpec()).eval()
-    lane = split_lanes(envs, 1, 32, envs[0].num_actions)[0]
+    lane, model = lane_and_policy(4)
     rng = np.random.default_rng(0)
     steps, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         if mode == "policy":
-            with torch.inference_mode():
-                result = model(lane.observe(), lane.last_action())
-                actions = sample_actions(result.logits)
-            lane.act(actions.numpy(), result.logits.numpy(), 0)
+            infer_and_act(model, lane, rng, 0)  # the actor's own turn
         else:
             lane.act(rng.integers(0, lane.A, lane.K), np.zeros((lane.K, lane.A), np.float32), 0)
         steps += lane.step()
@@ -55,17 +55,7 @@ def lane_frames_per_s(mode: str, seconds: float) -> float:
 
 def phases(seconds: float, num_envs: int) -> dict[str, float]:
     """ms per lane step of each phase of the actor's loop, one process, one lane."""
-    import numpy as np
-    import torch
-
-    from actor.rollout import sample_from_logits, split_lanes
-    from common.env import EnvSpec, build_envs
-    from common.model import ActorCritic, ModelSpec
-
-    torch.set_num_threads(1)
-    envs = build_envs(EnvSpec(), num_envs)
-    model = ActorCritic(ModelSpec()).eval()
-    lane = split_lanes(envs, 1, 32, envs[0].num_actions)[0]
+    lane, model = lane_and_policy(num_envs)
     rng = np.random.default_rng(0)
     total = dict.fromkeys(("observe", "forward", "sample", "step"), 0.0)
     n, t0 = 0, time.perf_counter()
@@ -87,19 +77,13 @@ def phases(seconds: float, num_envs: int) -> dict[str, float]:
     out = {key: v / n * 1e3 for key, v in total.items()}
     last = lane.last_action()
     with torch.inference_mode():
-        for _ in range(20):
-            model(obs, last)
-        t = time.perf_counter()
-        for _ in range(200):
-            model(obs, last)
-        out["forward_warm"] = (time.perf_counter() - t) / 200 * 1e3
+        timeit.timeit(lambda: model(obs, last), number=20)  # warms the caches
+        out["forward_warm"] = timeit.timeit(lambda: model(obs, last), number=200) / 200 * 1e3
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--procs", type=int, default=2, help="processes running at once")
     parser.add_argument("--seconds", type=float, default=12.0, help="measurement window")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
@@ -120,9 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         raw = summed_rate(raw_frames_per_s, (args.seconds,), args.procs)
         for mode in ratios:
-            ratios[mode].append(
-                summed_rate(lane_frames_per_s, (mode, args.seconds), args.procs) / raw
-            )
+            rate = summed_rate(lane_frames_per_s, (mode, args.seconds), args.procs)
+            ratios[mode].append(rate / raw)
     result = {mode: statistics.median(r) for mode, r in ratios.items()}
     print(
         f"{args.procs} processes: env stepping with random actions {result['random']:.3f} of raw; "

@@ -9,7 +9,6 @@ Each pair is measured in alternating rounds so that machine noise hits both side
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import statistics
@@ -21,28 +20,23 @@ import torch
 
 from common.env import EnvSpec, FrameEnv
 from common.model import ActorCritic, ModelSpec
-from scripts.bench.shared import raw_frames_per_s
+from scripts.bench.shared import arg_parser, raw_frames_per_s
 
 
 def factory_frames_per_s(seconds: float) -> float:
     """Frames/s of the env factory's env (skip 4, 84x84 grey), random actions."""
     env = FrameEnv(EnvSpec(no_progress_steps=0))
     env.reset()
-    rng = np.random.default_rng(1)
-    actions = rng.integers(0, env.num_actions, size=4096)
+    actions = np.random.default_rng(1).integers(0, env.num_actions, size=64)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        for a in actions[:64]:
+        for a in actions:
             if env.step(int(a)).episode is not None:
                 env.reset()
-        steps += 64
+        steps += len(actions)
     rate = steps * env.spec.frame_skip / (time.perf_counter() - start)
     env.close()
     return rate
-
-
-# the small CNN without its input normalisation and previous-action input: what those two cost
-PLAIN_SMALL = ModelSpec(last_action=False, input_norm=False)
 
 
 def inference_s_per_obs(spec: ModelSpec, batch: int, seconds: float) -> float:
@@ -62,17 +56,23 @@ def inference_s_per_obs(spec: ModelSpec, batch: int, seconds: float) -> float:
     return (time.perf_counter() - start) / (n * batch)
 
 
-def bench_env_and_model(rounds: int, seconds: float) -> dict:
+def main(argv: list[str] | None = None) -> int:
+    parser = arg_parser(__doc__)
+    parser.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds")
+    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per measurement")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    # the small CNN without its input normalisation and previous action: what those two cost
+    plain_spec = ModelSpec(last_action=False, input_norm=False)
     raw, fac, inf, plain = [], [], [], []
-    for _ in range(rounds):
-        raw.append(raw_frames_per_s(seconds))
-        fac.append(factory_frames_per_s(seconds))
-        inf.append(inference_s_per_obs(ModelSpec(), 4, seconds / 2))
-        plain.append(inference_s_per_obs(PLAIN_SMALL, 4, seconds / 2))
+    for _ in range(args.rounds):
+        raw.append(raw_frames_per_s(args.seconds))
+        fac.append(factory_frames_per_s(args.seconds))
+        inf.append(inference_s_per_obs(ModelSpec(), 4, args.seconds / 2))
+        plain.append(inference_s_per_obs(plain_spec, 4, args.seconds / 2))
     raw_fps, fac_fps, inf_s = statistics.median(raw), statistics.median(fac), statistics.median(inf)
-    over_plain = statistics.median(a / b for a, b in zip(inf, plain, strict=True))
     step_s = 4 / raw_fps  # emulation time of one agent step (4 frames)
-    return {
+    r = {
         "raw_frames_per_s": raw_fps,
         "factory_frames_per_s": fac_fps,
         "factory_over_raw": fac_fps / raw_fps,
@@ -80,40 +80,25 @@ def bench_env_and_model(rounds: int, seconds: float) -> dict:
         "agent_step_emulation_ms": step_s * 1e3,
         "inference_over_agent_step": inf_s / step_s,
         "plain_inference_ms_per_obs": statistics.median(plain) * 1e3,
-        "inference_over_plain": over_plain,
-        "nature_inference_ms_per_obs": inference_s_per_obs(ModelSpec(arch="nature"), 4, seconds / 2)
-        * 1e3,
-        "resnet_inference_ms_per_obs": inference_s_per_obs(ModelSpec(arch="resnet"), 4, seconds / 2)
-        * 1e3,
+        "inference_over_plain": statistics.median(a / b for a, b in zip(inf, plain, strict=True)),
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=5, help="alternating measurement rounds")
-    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per measurement")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    r = bench_env_and_model(args.rounds, args.seconds)
+    for arch in ("nature", "resnet"):
+        s_per_obs = inference_s_per_obs(ModelSpec(arch=arch), 4, args.seconds / 2)
+        r[f"{arch}_inference_ms_per_obs"] = s_per_obs * 1e3
+    machine = f"{platform.node()} {platform.processor() or platform.machine()}"
     print(
-        f"machine: {platform.node()} {platform.processor() or platform.machine()}, torch {torch.__version__}"
-    )
-    print(f"raw nes-py emulator        {r['raw_frames_per_s']:8.0f} frames/s")
-    print(
-        f"env factory (skip 4, 84²)  {r['factory_frames_per_s']:8.0f} frames/s   ratio {r['factory_over_raw']:.3f}  (target >= 0.95)"
-    )
-    print(
+        f"machine: {machine}, torch {torch.__version__}\n"
+        f"raw nes-py emulator        {r['raw_frames_per_s']:8.0f} frames/s\n"
+        f"env factory (skip 4, 84²)  {r['factory_frames_per_s']:8.0f} frames/s   "
+        f"ratio {r['factory_over_raw']:.3f}  (target >= 0.95)\n"
         f"default (small) CNN, batch 4 {r['inference_ms_per_obs']:8.3f} ms/obs     "
-        f"= {r['inference_over_agent_step']:.3f} of one agent step's emulation ({r['agent_step_emulation_ms']:.2f} ms)  (target <= 0.10)"
-    )
-    print(
+        f"= {r['inference_over_agent_step']:.3f} of one agent step's emulation "
+        f"({r['agent_step_emulation_ms']:.2f} ms)  (target <= 0.10)\n"
         f"  without input norm and previous action {r['plain_inference_ms_per_obs']:.3f} ms/obs"
-        f" (the default costs {r['inference_over_plain']:.3f}x that, median of paired rounds)"
+        f" (the default costs {r['inference_over_plain']:.3f}x that, median of paired rounds)\n"
+        f"nature CNN, batch 4          {r['nature_inference_ms_per_obs']:8.3f} ms/obs\n"
+        f"IMPALA resnet, batch 4       {r['resnet_inference_ms_per_obs']:8.3f} ms/obs"
     )
-    print(f"nature CNN, batch 4          {r['nature_inference_ms_per_obs']:8.3f} ms/obs")
-    print(f"IMPALA resnet, batch 4       {r['resnet_inference_ms_per_obs']:8.3f} ms/obs")
     print(json.dumps({"bench": "env_model", **r}))
     return 0
 

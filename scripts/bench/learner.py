@@ -24,7 +24,6 @@ second process steps N Mario emulators in threads, as the actor beside a CPU lea
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import platform
@@ -32,7 +31,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from itertools import product
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
 import numpy as np
@@ -42,17 +44,12 @@ from common import status
 from learner.batching import collate, to_host
 from learner.config import LearnerConfig
 from learner.loop import build_training, training_device
-from scripts.bench.shared import send_chunks, synthetic_chunk
+from scripts.bench.shared import arg_parser, send_chunks, sync, synthetic_chunk
 from scripts.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
-
+SPAWN = mp.get_context("spawn")
 FRAME_SKIP = 4
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def time_updates(
@@ -62,17 +59,13 @@ def time_updates(
     torch.manual_seed(0)
     learner, mixer = build_training(cfg, device)
     rng = np.random.default_rng(0)
-    pool = [
-        to_host(
-            synthetic_chunk(rng, cfg.unroll_length, num_envs), FRAME_SKIP, device.type == "cuda"
-        )
-        for _ in range(2 * cfg.batch_size().max_chunks)
-    ]
+    b = cfg.batch_size().max_chunks
+    chunks = [synthetic_chunk(rng, cfg.unroll_length, num_envs) for _ in range(2 * b)]
+    pool = [to_host(c, FRAME_SKIP, device.type == "cuda") for c in chunks]
 
     def one(i: int) -> int:
         """One update; the sequences it trained on."""
-        chunks = [pool[(i + j) % len(pool)] for j in range(cfg.batch_size().max_chunks)]
-        batch = collate(chunks, device)
+        batch = collate([pool[(i + j) % len(pool)] for j in range(b)], device)
         mixed = mixer.mix(batch, learner.updates) if mixer is not None else None
         batch = mixed.batch if mixed is not None else batch
         stats = learner.step(batch)
@@ -80,11 +73,11 @@ def time_updates(
             mixer.after_update(mixed, stats.priorities)
         return batch.num_sequences
 
-    fresh = cfg.batch_size().max_chunks * num_envs
+    fresh = b * num_envs
     warm = 5 + (cfg.replay_min_size // fresh + 1 if mixer is not None else 0)
     for i in range(warm):  # cuDNN autotuning, allocator warm-up, replay past its minimum
         one(i)
-    _sync(device)
+    sync(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     skipped, times = mixer.skipped if mixer is not None else 0, []
@@ -92,7 +85,7 @@ def time_updates(
         t0 = time.perf_counter()
         for i in range(iters):
             sequences = one(i)
-        _sync(device)
+        sync(device)
         times.append((time.perf_counter() - t0) / iters)
     sec = statistics.median(times)
     out = {
@@ -111,6 +104,7 @@ def time_updates(
 def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: float) -> dict:
     """A real learner process fed by `senders` processes; figures from its /metrics."""
     port, mport = free_ports(2), free_ports()
+    url = f"http://127.0.0.1:{mport}/metrics"
     with tempfile.TemporaryDirectory() as run_dir:
         argv = [sys.executable, "-m", "learner", "--run-dir", run_dir, "--device", device,
                 "--port", str(port), "--metrics-port", str(mport), "--arch", cfg.arch,
@@ -118,18 +112,11 @@ def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: f
                 "--max-policy-lag", str(10**9), "--checkpoint-interval-s", "100000",
                 "--log-level", "WARNING"]  # fmt: skip
         proc = subprocess.Popen(argv, cwd=ROOT)
-        ctx = mp.get_context("spawn")
-        ps = [
-            ctx.Process(
-                target=send_chunks,
-                args=(port, i, cfg.unroll_length, num_envs, seconds + 60),
-            )
-            for i in range(senders)
-        ]
+        chunks = (cfg.unroll_length, num_envs, seconds + 60)  # what each sender streams, how long
+        ps = [SPAWN.Process(target=send_chunks, args=(port, i, *chunks)) for i in range(senders)]
         try:
             for p in ps:
                 p.start()
-            url = f"http://127.0.0.1:{mport}/metrics"
             deadline = time.monotonic() + 60
             while status.scrape(url).get("mario_learner_updates_total", 0) < 30:
                 if time.monotonic() > deadline or proc.poll() is not None:
@@ -139,22 +126,8 @@ def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: f
             util = []
             while time.perf_counter() - t0 < seconds:
                 time.sleep(1.0)
-                now = status.scrape(url)
-                util += [v for k, v in now.items() if k.startswith("mario_gpu_utilization_ratio")]
+                util.append(status.gpu_utilization(status.scrape(url)))
             after, dt = status.scrape(url), time.perf_counter() - t0
-
-            def rate(name: str) -> float:
-                return (after.get(name, 0.0) - before.get(name, 0.0)) / dt
-
-            out = {
-                "updates_per_s": round(rate("mario_learner_updates_total"), 1),
-                "wait_share": round(rate("mario_learner_wait_seconds_total"), 3),
-                "compute_share": round(rate("mario_learner_compute_seconds_total"), 3),
-                "fresh_env_frames_per_s": round(rate("mario_learner_env_frames_total")),
-            }
-            if util:
-                out["gpu_utilization_mean"] = round(statistics.mean(util), 3)
-            return out
         finally:
             proc.terminate()
             proc.wait(30)
@@ -162,11 +135,38 @@ def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: f
                 p.kill()
                 p.join(10)
 
+    def rate(name: str) -> float:
+        return (after.get(name, 0.0) - before.get(name, 0.0)) / dt
+
+    out = {
+        "updates_per_s": round(rate("mario_learner_updates_total"), 1),
+        "wait_share": round(rate("mario_learner_wait_seconds_total"), 3),
+        "compute_share": round(rate("mario_learner_compute_seconds_total"), 3),
+        "fresh_env_frames_per_s": round(rate("mario_learner_env_frames_total")),
+    }
+    if util := [u for u in util if u is not None]:
+        out["gpu_utilization_mean"] = round(statistics.mean(util), 3)
+    return out
+
+
+def step_emulators(n: int, ready: EventType) -> None:
+    """Step `n` Mario envs, each in its own thread (nes-py releases the GIL), until killed."""
+    from common.env import EnvSpec, FrameEnv, build_envs
+
+    def play(env: FrameEnv, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        while True:
+            if env.step(int(rng.integers(env.num_actions))).episode is not None:
+                env.reset()
+
+    for i, env in enumerate(build_envs(EnvSpec(), n)):
+        threading.Thread(target=play, args=(env, i), daemon=True).start()
+    ready.set()
+    threading.Event().wait()
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
     parser.add_argument("--archs", default="small", help="comma-separated: small,nature,resnet")
     parser.add_argument("--batch-chunks", default="2", help="comma-separated chunks per update")
@@ -177,83 +177,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e", action="store_true", help="also run a real learner process")
     parser.add_argument("--senders", type=int, default=2, help="sender processes for --e2e")
     parser.add_argument("--seconds", type=float, default=10.0, help="--e2e measurement window")
-    parser.add_argument(
-        "--threads", default="0", help="comma-separated torch threads to time (0 = torch default)"
-    )
-    parser.add_argument(
-        "--beside-emulators",
-        type=int,
-        default=0,
-        help="time updates while one process steps this many Mario emulators in threads, as an "
-        "actor does beside a CPU learner in make train",
-    )
+    parser.add_argument("--threads", default="0", help="comma-separated; 0: torch's default")
+    parser.add_argument("--beside-emulators", type=int, default=0, help="N (see above); 0: none")
     args = parser.parse_args(argv)
-    threads = [int(t) for t in args.threads.split(",")]
-    neighbour = start_emulators(args.beside_emulators) if args.beside_emulators else None
-    try:
-        return _run(args, threads)
-    finally:
-        if neighbour is not None:
-            neighbour.kill()
-            neighbour.wait()
-
-
-# Steps `n` Mario envs, each in its own thread (nes-py releases the GIL), until killed.
-_EMULATORS = """
-import sys, threading
-import numpy as np
-from common.env import EnvSpec, build_envs
-envs = build_envs(EnvSpec(), int(sys.argv[1]))
-def play(env, seed):
-    rng = np.random.default_rng(seed)
-    while True:
-        if env.step(int(rng.integers(7))).episode is not None:
-            env.reset()
-threads = [threading.Thread(target=play, args=(e, i), daemon=True) for i, e in enumerate(envs)]
-for t in threads:
-    t.start()
-print("stepping", flush=True)
-threads[0].join()
-"""
-
-
-def start_emulators(n: int) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _EMULATORS, str(n)], cwd=ROOT, stdout=subprocess.PIPE, text=True
-    )
-    if proc.stdout is None or proc.stdout.readline().strip() != "stepping":
-        proc.kill()
-        raise SystemExit("bench_learner: the emulator process did not start")
-    return proc
-
-
-def _bench_row(args: argparse.Namespace, device: torch.device, arch: str, b: int) -> dict:
-    """One printed row: the update timed (and the e2e learner, with --e2e) for one setting."""
-    cfg = LearnerConfig(arch=arch, batch_chunks=b, unroll_length=args.unroll_length)
-    row = {"arch": arch, "batch_chunks": b, "device": str(device)}
-    row |= {"torch_threads": torch.get_num_threads(), "beside_emulators": args.beside_emulators}
-    row["update"] = time_updates(cfg, args.num_envs, device, args.iters, args.repeats)
-    if args.e2e:
-        row["e2e"] = e2e(cfg, args.num_envs, str(device), args.senders, args.seconds)
-        row["e2e_over_update"] = round(
-            row["e2e"]["updates_per_s"] / row["update"]["updates_per_s"], 3
-        )
-    print(json.dumps(row), flush=True)
-    return row
-
-
-def _run(args: argparse.Namespace, threads: list[int]) -> int:
+    if args.beside_emulators:  # a daemon: ended when this process exits
+        ready = SPAWN.Event()
+        SPAWN.Process(
+            target=step_emulators, args=(args.beside_emulators, ready), daemon=True
+        ).start()
+        if not ready.wait(120):
+            raise SystemExit("bench_learner: the emulator process did not start")
     device = training_device(args.device)  # cuDNN set up as the learner sets it
-    rows = []
     default_threads = torch.get_num_threads()
-    for arch in args.archs.split(","):
-        for b in (int(x) for x in args.batch_chunks.split(",")):
-            for t in threads:
-                torch.set_num_threads(t or default_threads)
-                rows.append(_bench_row(args, device, arch, b))
+    settings = product(args.archs.split(","), args.batch_chunks.split(","), args.threads.split(","))
+    for arch, b, threads in settings:  # a printed row each: the update timed, the e2e learner
+        torch.set_num_threads(int(threads) or default_threads)
+        cfg = LearnerConfig(arch=arch, batch_chunks=int(b), unroll_length=args.unroll_length)
+        row = {"arch": arch, "batch_chunks": cfg.batch_chunks, "device": str(device)}
+        row |= {"torch_threads": torch.get_num_threads(), "beside_emulators": args.beside_emulators}
+        row["update"] = time_updates(cfg, args.num_envs, device, args.iters, args.repeats)
+        if args.e2e:
+            row["e2e"] = e2e(cfg, args.num_envs, str(device), args.senders, args.seconds)
+            e2e_rate = row["e2e"]["updates_per_s"]
+            row["e2e_over_update"] = round(e2e_rate / row["update"]["updates_per_s"], 3)
+        print(json.dumps(row), flush=True)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    print(json.dumps({"machine": platform.processor() or platform.machine(), "gpu": gpu,
-                      "torch": torch.__version__, "threads": torch.get_num_threads()}))  # fmt: skip
+    info = {"machine": platform.processor() or platform.machine(), "gpu": gpu}
+    print(json.dumps(info | {"torch": torch.__version__, "threads": torch.get_num_threads()}))
     return 0
 
 

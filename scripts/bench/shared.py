@@ -1,16 +1,31 @@
-"""What several benchmarks measure alike: the raw emulator's rate, rates summed over processes,
-and a synthetic chunk streamed to a learner under the credit protocol."""
+"""What several benchmarks share: their argument parser, device synchronisation, the raw
+emulator's rate, rates summed over processes, and a synthetic chunk streamed to a learner under
+the credit protocol."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import time
+from argparse import ArgumentParser, RawDescriptionHelpFormatter
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+import torch
 import zmq
 
 from common import chunk, wire
+
+
+def arg_parser(doc: str) -> ArgumentParser:
+    """A benchmark's argument parser; --help shows its module docstring as written."""
+    return ArgumentParser(description=doc, formatter_class=RawDescriptionHelpFormatter)
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously) before a clock is read."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def raw_frames_per_s(seconds: float, emulators: int = 1) -> float:
@@ -21,7 +36,8 @@ def raw_frames_per_s(seconds: float, emulators: int = 1) -> float:
     from gym_super_mario_bros._roms import smb1_rom_path
     from nes_py import NESEnv
 
-    start_state = SuperMarioBrosEnv(target=(1, 1)).dump_state()
+    source = SuperMarioBrosEnv(target=(1, 1))  # kept alive: its snapshot refers to its memory
+    start_state = source.dump_state()
     envs = [NESEnv(smb1_rom_path()) for _ in range(emulators)]
     for env in envs:
         env.reset()
@@ -38,30 +54,20 @@ def raw_frames_per_s(seconds: float, emulators: int = 1) -> float:
     return frames / (time.perf_counter() - t0)
 
 
-def _put_rate(rate: Callable[..., float], args: tuple, out: mp.Queue) -> None:
-    out.put(rate(*args))
-
-
 def summed_rate(rate: Callable[..., float], args: tuple, procs: int) -> float:
     """Run `rate(*args)` (a module-level function) in `procs` spawned processes at once; the sum
     of what they return."""
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    ps = [ctx.Process(target=_put_rate, args=(rate, args, q)) for _ in range(procs)]
-    for p in ps:
-        p.start()
-    rates = [q.get() for _ in ps]
-    for p in ps:
-        p.join()
-    return sum(rates)
+    with ProcessPoolExecutor(procs, mp_context=mp.get_context("spawn")) as pool:
+        futures = [pool.submit(rate, *args) for _ in range(procs)]
+        return sum(f.result() for f in futures)
 
 
 def synthetic_chunk(
-    rng: np.random.Generator, unroll: int, num_envs: int, actor_id: int = 0, num_actions: int = 7
+    rng: np.random.Generator, unroll: int, num_envs: int, actor_id: int = 0
 ) -> wire.Chunk:
     """A chunk shaped like an actor's (episode starts and ends sprinkled in, no truncations),
     validated by the wire format."""
-    T, K, A = unroll, num_envs, num_actions
+    T, K, A = unroll, num_envs, 7  # the simple action set's 7 actions
     arrays = chunk.new_arrays({"T": T, "K": K, "H": 84, "W": 84, "A": A})
     first = arrays["first"]  # [T+4, K]
     first[:] = rng.random((T + 4, K)) < 0.01
@@ -80,11 +86,9 @@ def synthetic_chunk(
 def send_chunks(port: int, actor_id: int, unroll: int, num_envs: int, seconds: float) -> None:
     """Register with a learner at `port`, then stream one synthetic chunk over and over for
     `seconds`, spending credits as an actor does."""
-    frames = wire.encode(
-        synthetic_chunk(np.random.default_rng(actor_id), unroll, num_envs, actor_id)
-    )
+    message = synthetic_chunk(np.random.default_rng(actor_id), unroll, num_envs, actor_id)
+    frames = wire.encode(message)
     sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
     sock.connect(f"tcp://127.0.0.1:{port}")
     env = {"level": "1-1", "action_set": "simple", "frame_size": 84, "frame_skip": 4}
     sock.send_multipart(wire.encode(wire.Register(
@@ -98,4 +102,4 @@ def send_chunks(port: int, actor_id: int, unroll: int, num_envs: int, seconds: f
                 credits += msg.credits
         sock.send_multipart(frames, copy=False)
         credits -= 1
-    sock.close()
+    sock.close(linger=0)

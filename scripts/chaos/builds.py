@@ -21,6 +21,7 @@ from actor.config import ActorConfig
 from common.env import EnvBuildError, build_envs
 
 ROOT = Path(__file__).resolve().parents[2]
+WORKER = [sys.executable, "-m", "scripts.chaos.builds", "--worker"]  # builds N envs, then exits
 
 
 def worker(count: int, level: str) -> int:
@@ -44,20 +45,10 @@ def builds(count: int, level: str) -> dict:
     failures: list[str] = []
     restarts = 0
     start = time.perf_counter()
-    while len(times) + len(failures) < count:
-        left = count - len(times) - len(failures)
-        argv = [
-            sys.executable,
-            "-m",
-            "scripts.chaos.builds",
-            "--worker",
-            str(left),
-            "--level",
-            level,
-        ]
+    while (left := count - len(times) - len(failures)) > 0:
+        argv = [*WORKER, str(left), "--level", level]
         with subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True) as proc:
-            assert proc.stdout is not None
-            for line in proc.stdout:
+            for line in proc.stdout or ():
                 row = json.loads(line)
                 if row["ok"]:
                     times.append(row["s"])
@@ -70,10 +61,17 @@ def builds(count: int, level: str) -> dict:
             failures.append(f"build worker exited {proc.returncode} (watchdog)")
     q = statistics.quantiles(times, n=100, method="inclusive") if times else [None] * 99
     cfg = ActorConfig()
-    return {"builds": count, "failures": len(failures), "failure_messages": failures[:20],
-            "worker_restarts": restarts, "p50_s": q[49], "p90_s": q[89], "p99_s": q[98],
-            "max_s": max(times, default=None), "wall_s": round(time.perf_counter() - start, 1),
-            "timeout_s": cfg.build_timeout_s, "retries": cfg.build_retries}  # fmt: skip
+    return {
+        "builds": count,
+        "failures": len(failures),
+        "failure_messages": failures[:20],
+        "worker_restarts": restarts,
+        **{f"p{p}_s": q[p - 1] for p in (50, 90, 99)},
+        "max_s": max(times, default=None),
+        "wall_s": round(time.perf_counter() - start, 1),
+        "timeout_s": cfg.build_timeout_s,
+        "retries": cfg.build_retries,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,14 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return worker(args.worker, args.level)
     result = builds(args.count, args.level)
-    print(json.dumps(result, indent=2))
+    text = json.dumps(result, indent=2)
+    print(text)
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(
-        "PASS" if not result["failures"] else "FAIL",
-        f"{args.count} env builds, {result['failures']} failures",
-    )
-    return 0 if not result["failures"] else 1
+        Path(args.out).write_text(text + "\n")
+    verdict = "FAIL" if result["failures"] else "PASS"
+    print(verdict, f"{args.count} env builds, {result['failures']} failures")
+    return 1 if result["failures"] else 0
 
 
 if __name__ == "__main__":

@@ -11,16 +11,25 @@ that does not is malformed. `mutate` is pure (frames and a seeded generator in, 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import msgpack
 import numpy as np
+import torch
 import zmq
 
+from actor.config import ActorConfig
+from actor.main import to_wire_chunk
+from actor.rollout import infer_and_act, split_lanes
 from common import wire
+from common.env import build_envs
+from common.model import ActorCritic
+from learner.config import LearnerConfig
 
 Frames = list[bytes]
+Mutation = Callable[[Frames, random.Random], Frames]
 
 # Values a hostile header field may take: wrong types, out of range, oversized.
 HOSTILE_VALUES: tuple[Any, ...] = (
@@ -28,20 +37,13 @@ HOSTILE_VALUES: tuple[Any, ...] = (
     "x" * 70_000,  # past max_header_bytes once encoded
     [], {}, [1, 2, 3], {"a": 1}, b"\x00\xff", True,
 )  # fmt: skip
+# ... and of the message header's own keys: other message types, the previous protocol version
+HOSTILE_META = (*HOSTILE_VALUES, "credit", "weights", "chunk", wire.PROTOCOL_VERSION - 1)
 
 
 def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
     """One encoded copy of each message an actor sends, played on a real env by the actor's code
     (an untrained network; a run id no learner runs)."""
-    import torch
-
-    from actor.config import ActorConfig
-    from actor.main import to_wire_chunk
-    from actor.rollout import infer_and_act, split_lanes
-    from common.env import build_envs
-    from common.model import ActorCritic
-    from learner.config import LearnerConfig
-
     cfg = ActorConfig(level=level, num_envs=1, run_id="rogue", actor_id=1_000_000)
     learner = LearnerConfig()  # what a default learner's Welcome names
     env = build_envs(cfg.env_spec(), 1)[0]
@@ -58,15 +60,11 @@ def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
         chunk = to_wire_chunk(cfg, "rogue", 0, finished[0])
     finally:
         env.close()
-    register = wire.Register(
-        run_id=cfg.run_id,
-        actor_id=cfg.actor_id,
-        instance_id="rogue",
-        env_spec=cfg.env_spec().to_wire(),
-        num_envs=1,
-    )
+    spec = cfg.env_spec().to_wire()
     messages: dict[str, wire.Message] = {
-        "register": register,
+        "register": wire.Register(
+            run_id=cfg.run_id, actor_id=cfg.actor_id, instance_id="rogue", env_spec=spec, num_envs=1
+        ),
         "chunk": chunk,
         "heartbeat": wire.Heartbeat(sent_time=1.0, policy_version=0),
         "weights_request": wire.WeightsRequest(have_version=-1),
@@ -75,36 +73,34 @@ def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
 
 
 def _flip_bits(data: bytes, rng: random.Random, max_bits: int = 8) -> bytes:
-    if not data:
-        return b"\x01"
-    out = bytearray(data)
+    out = bytearray(data)  # no frame of real traffic is empty
     for _ in range(rng.randint(1, max_bits)):
         i = rng.randrange(len(out))
         out[i] ^= 1 << rng.randrange(8)
     return bytes(out)
 
 
-def _header(frames: Frames) -> dict:
-    return msgpack.unpackb(frames[0], raw=False)
+def _in_header(change: Callable[[dict, random.Random], None]) -> Mutation:
+    """A mutation of the message's decoded header (frame 0), encoded again."""
+
+    def mutation(frames: Frames, rng: random.Random) -> Frames:
+        header = msgpack.unpackb(frames[0], raw=False)
+        change(header, rng)
+        return [msgpack.packb(header, use_bin_type=True), *frames[1:]]
+
+    return mutation
 
 
-def _with_header(frames: Frames, header: dict) -> Frames:
-    return [msgpack.packb(header, use_bin_type=True), *frames[1:]]
+@_in_header
+def _field(header: dict, rng: random.Random) -> None:
+    header["f"][rng.choice(sorted(header["f"]))] = rng.choice(HOSTILE_VALUES)
 
 
-def _field(frames: Frames, rng: random.Random) -> Frames:
-    header = _header(frames)
-    fields = header["f"]
-    key = rng.choice(sorted(fields))
-    fields[key] = rng.choice(HOSTILE_VALUES)
-    return _with_header(frames, header)
-
-
-def _array_spec(frames: Frames, rng: random.Random) -> Frames:
-    header = _header(frames)
+@_in_header
+def _array_spec(header: dict, rng: random.Random) -> None:
     if not header["a"]:
         header["a"] = [["frames", "uint8", [4, 1, 84, 84]]]  # an array the frames do not carry
-        return _with_header(frames, header)
+        return
     entry = rng.choice(header["a"])
     which = rng.randrange(3)
     if which == 0:
@@ -114,24 +110,17 @@ def _array_spec(frames: Frames, rng: random.Random) -> Frames:
         entry[2][i] = rng.choice([0, -1, 1 << 30, entry[2][i] + 1])  # a dimension
     else:
         entry[0] = rng.choice(["", "frames", "__class__", "x" * 200])  # the name
-    return _with_header(frames, header)
 
 
-def _meta(frames: Frames, rng: random.Random) -> Frames:
-    header = _header(frames)
-    key = rng.choice(["v", "type", "f", "a"])
-    header[key] = rng.choice(
-        [*HOSTILE_VALUES, "credit", "weights", "chunk", wire.PROTOCOL_VERSION - 1]
-    )
-    return _with_header(frames, header)
+@_in_header
+def _meta(header: dict, rng: random.Random) -> None:
+    header[rng.choice(["v", "type", "f", "a"])] = rng.choice(HOSTILE_META)
 
 
 def _truncate(frames: Frames, rng: random.Random) -> Frames:
     i = rng.randrange(len(frames))
     out = list(frames)
-    out[i] = out[i][: rng.randrange(len(out[i]) + 1)] if out[i] else b""
-    if out[i] == frames[i]:
-        out[i] = out[i][:-1] if out[i] else b"\x00"
+    out[i] = out[i][: rng.randrange(len(out[i]))]  # always shorter: no frame is empty
     return out
 
 
@@ -162,7 +151,7 @@ def _garbage(frames: Frames, rng: random.Random) -> Frames:
     return [rng.randbytes(rng.randint(0, 256)) for _ in range(rng.randint(1, 3))]
 
 
-MUTATIONS: dict[str, Callable[[Frames, random.Random], Frames]] = {
+MUTATIONS: dict[str, Mutation] = {
     "copy": lambda frames, rng: list(frames),  # a faithful replay from an unknown peer
     "bitflip_header": lambda frames, rng: [_flip_bits(frames[0], rng), *frames[1:]],
     "bitflip_arrays": lambda frames, rng: [
@@ -188,36 +177,29 @@ def mutate(traffic: dict[str, Frames], rng: random.Random) -> tuple[str, Frames]
 
 
 class RoguePeer:
-    """A DEALER to the learner's ROUTER that sends mutated copies and discards every answer."""
+    """A DEALER to the learner's ROUTER (`address` host:port) that sends mutated copies and
+    discards every answer."""
 
     def __init__(self, address: str, traffic: dict[str, Frames], seed: int):
-        host, _, port = address.rpartition(":")
-        self.endpoint = f"tcp://{host}:{int(port)}"
         self.traffic = traffic
         self.rng = random.Random(seed)
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 16)
-        self.sock.connect(self.endpoint)
-        self.sent: dict[str, int] = {}
+        self.sock.connect(f"tcp://{address}")
+        self.sent: Counter[str] = Counter()  # by "<message>/<mutation>"
 
     def send(self) -> str:
         """Send one mutated copy; returns its name."""
         name, frames = mutate(self.traffic, self.rng)
         self.sock.send_multipart(frames)
-        self.sent[name] = self.sent.get(name, 0) + 1
+        self.sent[name] += 1
         self.drain()
         return name
 
-    def drain(self) -> int:
-        """Discard the learner's answers (refusals); returns how many there were."""
-        n = 0
-        while True:
-            try:
-                self.sock.recv_multipart(flags=zmq.NOBLOCK)
-            except zmq.Again:
-                return n
-            n += 1
+    def drain(self) -> None:
+        """Discard the learner's answers (refusals)."""
+        while self.sock.poll(0):
+            self.sock.recv_multipart()
 
     def close(self) -> None:
         self.sock.close(linger=0)

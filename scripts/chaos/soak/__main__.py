@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from common.rundir import RunDir
-from scripts.chaos.soak.judge import Targets, judge, print_summary
+from scripts.chaos.soak.judge import judge
 from scripts.chaos.soak.loop import Soak
 
 
@@ -27,9 +27,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m scripts.chaos.soak", description=__doc__.split("\n\n")[0]
     )
     p.add_argument("--minutes", type=float, default=30.0, help="soak length (default 30)")
-    p.add_argument(
-        "--run-dir", default="runs/soak", help="run dir; emptied first (default runs/soak)"
-    )
+    p.add_argument("--run-dir", default="runs/soak", help="emptied first (default runs/soak)")
     p.add_argument("--actors", type=int, default=2, help="training actors (default 2)")
     p.add_argument("--seed", type=int, default=0, help="seeds the fault schedule and the rogue")
     p.add_argument("--level", default="1-1")
@@ -67,13 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     run_dir.mkdir(parents=True)
     (run_dir / ".soak").touch()
     summary = Soak(args).run()
-    checks = judge(summary, Targets())
-    failed = [c["check"] for c in checks if c["ok"] is False]
-    verdict = "PASS" if not failed else "FAIL: " + "; ".join(failed)
-    summary |= {"checks": checks, "verdict": verdict}
+    summary["checks"] = judge(summary)
+    failed = [c["check"] for c in summary["checks"] if c["ok"] is False]
+    summary["verdict"] = "PASS" if not failed else "FAIL: " + "; ".join(failed)
     (run_dir / "soak.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    print_summary(summary, checks, verdict)
-    print(f"written to {run_dir / 'soak.json'}")
+    print(f"\n==== soak summary, {args.minutes:g} min, seed {args.seed}: {summary['faults']}")
+    for c in summary["checks"]:
+        mark = {True: "ok  ", False: "FAIL", None: "info"}[c["ok"]]
+        print(f"  {mark} {c['check']}: {c['value']} (target {c['target']})")
+    print(summary["verdict"], f"(all figures in {run_dir / 'soak.json'})")
     return 0 if not failed else 1
 
 

@@ -14,55 +14,41 @@ from typing import Any
 from common import status
 from scripts.ports import free_ports
 from scripts.service.host import Host
-from scripts.service.supervisor import Exit, Supervisor
+from scripts.service.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[3]
-RUNNING = 20  # supervisord's process state code
 STARTSECS = 10.0  # deploy/supervisord/mario-impala.conf: a process younger than this is starting
 
 
 class Deployment:
-    """`make up` / `make down` of a learner (`device`), `actors` actors and the eval actor."""
+    """`make up` / `make down` of a learner, `actors` actors and the eval actor, on ports of their
+    own; `settings`: more Host fields (level, device, learner_args, actor_args)."""
 
-    def __init__(self, run_dir: Path, actors: int, level: str, device: str, learner_args: str,
-                 actor_args: str):  # fmt: skip
-        self.run_dir = run_dir
+    def __init__(self, run_dir: Path, actors: int, **settings: Any):
         self.actors = [f"actor-{i}" for i in range(actors)]
-        self.port = free_ports(2)  # the learner's chunk and weights ports
-        self.learner_metrics = free_ports(1)
-        self.actor_base = free_ports(actors + 1)  # actor i's /metrics on base + i, eval's on +N
-        self.venv = Path(sys.executable).parent.parent
         self.host = Host(
             run=str(run_dir),
             n=actors,
-            port=self.port,
-            learner_metrics_port=self.learner_metrics,
-            actor_metrics_base=self.actor_base,
+            port=free_ports(2),  # the learner's chunk and weights ports
+            learner_metrics_port=free_ports(1),
+            actor_metrics_base=free_ports(actors + 1),  # actor i's on base + i, eval's on +N
             targets=str(run_dir / "targets" / "actors.json"),
-            level=level,
-            device=device,
-            learner_args=learner_args,
-            actor_args=actor_args,
+            **settings,
         ).resolved()
         self.supervisor = Supervisor(self.host)
 
     def make(self, target: str, timeout_s: float = 300) -> None:
         """`make TARGET` with this deployment's settings, as a user would type them."""
-        settings = {  # the host's cores are the machine's own, not a setting of make's
-            k.removeprefix("MARIO_"): v
-            for k, v in self.host.environ().items()
-            if k != "MARIO_CORES"
-        }
-        argv = ["make", "--no-print-directory", "-o", f"{self.venv}/.installed", target]
-        argv += [f"VENV={self.venv}", *(f"{k}={v}" for k, v in settings.items())]
+        settings = self.host.environ()
+        del settings["MARIO_CORES"]  # the host's cores are the machine's own, not a make setting
+        venv = Path(sys.executable).parent.parent
+        argv = ["make", "--no-print-directory", "-o", f"{venv}/.installed", target, f"VENV={venv}"]
+        argv += [f"{k.removeprefix('MARIO_')}={v}" for k, v in settings.items()]
         out = subprocess.run(
             argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False
         )
         if out.returncode:
             raise RuntimeError(f"make {target} exited {out.returncode}:\n{out.stdout}{out.stderr}")
-
-    def up(self) -> None:
-        self.make("up")  # returns once supervisord answers
 
     def down(self) -> None:
         if self.supervisor.running_pid():
@@ -78,19 +64,15 @@ class Deployment:
     def scrape(self, name: str) -> dict[str, float]:
         """The /metrics of "learner", "actor-<i>" or "eval" (id N); {} when it does not answer."""
         if name == "learner":
-            port = self.learner_metrics
+            port = self.host.learner_metrics_port
         else:
-            port = self.actor_base + (len(self.actors) if name == "eval" else int(name[6:]))
+            port = self.host.actor_metrics_base + (
+                self.host.eval_id if name == "eval" else int(name[6:])
+            )
         return status.scrape(f"http://127.0.0.1:{port}/metrics", timeout_s=1.0)
-
-    def exits(self) -> list[Exit]:
-        """Every exit in supervisord's log (rotated files too), and each process it gave up on."""
-        return self.supervisor.exits()
 
 
 def running_for(procs: dict[str, dict[str, Any]], name: str) -> float:
     """Seconds `name` has been RUNNING (supervisord's clock); -1 if it is not."""
     p = procs.get(name)
-    if not p or p["state"] != RUNNING or p["pid"] <= 0:
-        return -1.0
-    return p["now"] - p["start"]
+    return p["now"] - p["start"] if p and p["statename"] == "RUNNING" else -1.0

@@ -38,7 +38,6 @@ class MidwriteKiller:
         self.thread.start()
 
     def stop(self) -> None:
-        self.armed.clear()
         self.stopping.set()
         self.thread.join(5)
 
@@ -46,18 +45,15 @@ class MidwriteKiller:
         while not self.stopping.is_set():
             if not self.armed.wait(0.2):
                 continue
-            deadline = time.monotonic() + MIDWRITE_WAIT_S
-            while self.armed.is_set() and not self.stopping.is_set():
-                if (kill := self._kill_a_writer()) is not None or time.monotonic() > deadline:
-                    self.results.put(kill)
-                    self.armed.clear()
+            deadline, kill = time.monotonic() + MIDWRITE_WAIT_S, None
+            while kill is None and time.monotonic() < deadline and not self.stopping.is_set():
+                kill = self._kill_a_writer()
                 time.sleep(0.002)
+            self.results.put(kill)
+            self.armed.clear()
 
     def _kill_a_writer(self) -> MidwriteKill | None:
-        try:
-            names = os.listdir(self.ckpt_dir)
-        except FileNotFoundError:
-            return None
+        names = (p.name for p in self.ckpt_dir.glob(".ckpt-*"))  # none before the first write
         hit = next((m for n in names if (m := TEMP_FILE.match(n))), None)
         if hit is None:
             return None
@@ -78,8 +74,8 @@ class Restart:
     t_kill: float  # unix time
     updates_at_kill: int
     resumed_version: int
-    lost_s: float  # the kill's time minus the later of the resumed checkpoint and the life's start
-    bound_s: float  # one checkpoint interval plus the longest update of the life that ended
+    lost_s: float  # training time lost: since the resumed checkpoint, or the life's start if later
+    bound_s: float  # one checkpoint interval plus the longest update seen (and two ticks)
     actors: dict[str, int]  # name -> pid of the actors alive at the kill
     t_ready: float | None = None  # when the new learner served
     first_version: int | None = None  # the new learner's version when first scraped
@@ -87,9 +83,8 @@ class Restart:
     dropped: list[str] = field(default_factory=list)  # killed before they streamed
 
     def done(self) -> bool:
-        return self.t_ready is not None and len(self.resume_s) + len(self.dropped) == len(
-            self.actors
-        )
+        settled = len(self.resume_s) + len(self.dropped)
+        return self.t_ready is not None and settled == len(self.actors)
 
     def summary(self) -> dict[str, Any]:
         lost = self.updates_at_kill - self.resumed_version
@@ -101,9 +96,8 @@ class Restart:
             "lost_updates": lost,
             "lost_s": round(self.lost_s, 2),
             "bound_s": round(self.bound_s, 2),
-            # at most one checkpoint interval lost: the work since the resumed checkpoint's state
-            # was taken spans no more than the interval plus the update that straddled its end
-            # (the learner's loop reads the clock between updates)
+            # the work since the resumed checkpoint's state spans at most the interval and the
+            # update that straddled its end (the learner's loop reads the clock between updates)
             "within_interval": lost == 0 or self.lost_s <= self.bound_s,
         }
 

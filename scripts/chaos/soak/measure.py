@@ -3,31 +3,35 @@ from the processes' /metrics (flattened samples, `common.status.scrape`) or the 
 
 from __future__ import annotations
 
-from typing import Any
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from common.rundir import RunDir, temp_files
+from learner import checkpoint
 from scripts.chaos.soak.judge import slope_per_minute
 
 HANG_S = 60.0
 LIFE_WARMUP_S = 20.0  # a process's memory counts once it is this old (imports, envs, buffers)
 ROGUE_BURST = 3
 ROGUE_SETTLE_S = 5.0
+REJECTED = "mario_learner_messages_rejected_total"
 
 
+@dataclass
 class LearnerWatch:
     """The learner's lives and progress: a new life when mario_learner_start_time_seconds
     changes, an update when mario_policy_version (the run's updates, resumed) grows, a hang when
     no update came for HANG_S while an actor ran (learner down time counts)."""
 
-    def __init__(self, now: float):
-        self.start: float | None = None  # this life's serving time
-        self.version = 0
-        self.last_update: float | None = None  # when this life's latest update was seen
-        self.longest_spacing = 0.0  # between two updates of one life, over the soak so far
-        self.last_progress = now
-        self.longest_gap = 0.0
-        self.hangs = 0
-        self.gap_open = False
+    last_progress: float  # when an update was last seen (at first: the soak's start)
+    start: float | None = None  # this life's serving time
+    version: int = 0
+    last_update: float | None = None  # when this life's latest update was seen
+    longest_spacing: float = 0.0  # between two updates of one life, over the soak so far
+    longest_gap: float = 0.0
+    hangs: int = 0
+    gap_open: bool = False
 
     def observe(self, m: dict[str, float], now: float, actor_up: bool) -> bool:
         """Take one scrape `m` ({} when the learner did not answer); True when a new life began."""
@@ -58,32 +62,28 @@ class ActorLives:
     its counters only grow, so the highest values scraped are its totals."""
 
     def __init__(self) -> None:
-        self.lives: dict[tuple[str, float], dict[str, float]] = {}
+        self.lives: defaultdict[tuple[str, float], Counter[str]] = defaultdict(Counter)
 
     def observe(self, name: str, m: dict[str, float]) -> None:
         start = m.get("process_start_time_seconds")
         if start is None or "mario_actor_env_build_seconds_count" not in m:
             return  # not answering, or not a training actor
-        now = {
-            "builds": m["mario_actor_env_build_seconds_count"],
-            "seconds": m.get("mario_actor_env_build_seconds_sum", 0.0),
-            "failures": m.get("mario_actor_env_build_failures_total", 0.0),
-        }
-        life = self.lives.setdefault((name, start), now)
-        for key, value in now.items():
-            life[key] = max(life[key], value)
+        self.lives[name, start] |= Counter(  # | keeps the higher of each count
+            builds=m["mario_actor_env_build_seconds_count"],
+            seconds=m.get("mario_actor_env_build_seconds_sum", 0.0),
+            failures=m.get("mario_actor_env_build_failures_total", 0.0),
+        )
 
     def summary(self, watchdog_exits: int) -> dict[str, Any]:
         """builds None when no actor life exposed the count; failures add the build watchdog's
         exits (the process ends before its metrics could say so)."""
-        builds = sum(life["builds"] for life in self.lives.values())
-        seconds = sum(life["seconds"] for life in self.lives.values())
+        total = sum(self.lives.values(), Counter())
         return {
             "actor_lives": len(self.lives),
-            "builds": int(builds) if self.lives else None,
-            "failures": int(sum(life["failures"] for life in self.lives.values())) + watchdog_exits,
+            "builds": int(total["builds"]) if self.lives else None,
+            "failures": int(total["failures"]) + watchdog_exits,
             "watchdog_exits": watchdog_exits,
-            "mean_s": seconds / builds if builds else None,
+            "mean_s": total["seconds"] / total["builds"] if total["builds"] else None,
         }
 
 
@@ -91,32 +91,28 @@ class Memory:
     """Resident memory per role (learner, actor, eval) over every life of its processes."""
 
     def __init__(self) -> None:
-        self.samples: dict[str, list[tuple[float, float, float]]] = {}  # (time, MiB, life's age)
+        self.samples: defaultdict[str, list[tuple[float, float, float]]] = defaultdict(list)
 
     def sample(self, role: str, m: dict[str, float], now: float, age: float) -> None:
         if mib := m.get("process_resident_memory_bytes", 0.0) / 2**20:
-            self.samples.setdefault(role, []).append((now, mib, age))
-
-    def slopes(self, t0: float, warm_s: float) -> dict[str, float | None]:
-        """MiB/min per role after `warm_s` of the soak, and within each life only once it is
-        LIFE_WARMUP_S old: a process killed every minute is mostly young, and each start's climb
-        (imports, env builds, the first update's buffers) would otherwise read as a slope."""
-        return {
-            role: slope_per_minute(
-                [(t, v) for t, v, age in s if t - t0 >= warm_s and age >= LIFE_WARMUP_S]
-            )
-            for role, s in sorted(self.samples.items())
-        }
+            self.samples[role].append((now, mib, age))
 
     def summary(self, t0: float, warm_s: float) -> dict[str, Any]:
+        """The slope per role counts samples after `warm_s` of the soak, and within each life only
+        once it is LIFE_WARMUP_S old: a process killed every minute is mostly young, and each
+        start's climb (imports, env builds, the first update's buffers) would read as a slope."""
+        roles = sorted(self.samples.items())
         return {
-            "memory_slope_mib_per_min": self.slopes(t0, warm_s),
-            "memory_mib_last": {
-                role: round(s[-1][1], 1) for role, s in sorted(self.samples.items())
+            "memory_slope_mib_per_min": {
+                role: slope_per_minute(
+                    [(t, v) for t, v, age in s if t - t0 >= warm_s and age >= LIFE_WARMUP_S]
+                )
+                for role, s in roles
             },
+            "memory_mib_last": {role: round(s[-1][1], 1) for role, s in roles},
             "memory_samples": {  # [seconds from the start, MiB, age of the process's life]
                 role: [[round(t - t0, 1), round(v, 1), round(a, 1)] for t, v, a in s]
-                for role, s in sorted(self.samples.items())
+                for role, s in roles
             },
         }
 
@@ -126,17 +122,14 @@ class Checkpoints:
 
     def __init__(self, run: RunDir):
         self.run = run
-        self.dir = run.checkpoints
-        self.checked = self.loaded = 0
+        self.checked = 0
         self.errors: list[str] = []
 
     def check(self) -> dict[int, float]:
         """Load every complete checkpoint now; {policy version: when its state was taken} of
         those that load."""
-        from learner import checkpoint
-
         saved = {}
-        for path in sorted(self.dir.glob("ckpt-*.pt")):
+        for path in sorted(self.run.checkpoints.glob("ckpt-*.pt")):
             try:
                 state = checkpoint.load(path)
             except FileNotFoundError:
@@ -146,20 +139,29 @@ class Checkpoints:
             else:
                 saved[int(state["policy_version"])] = float(state["saved_at"])
             self.checked += 1
-        self.loaded = self.checked - len(self.errors)
         return saved
 
     def newest_version(self) -> int:
-        from learner import checkpoint
-
         path = checkpoint.latest_path(self.run)
         return int(path.name[5:-3]) if path else 0
 
     def summary(self) -> dict[str, Any]:
-        stale = [p.name for p in temp_files(self.dir)]
+        stale = [p.name for p in temp_files(self.run.checkpoints)]
         self.check()  # the final one too, written on make down
-        return {"checked": self.checked, "loaded": self.loaded, "errors": self.errors,
-                "stale_temp_files": len(stale), "stale": stale}  # fmt: skip
+        return {
+            "checked": self.checked,
+            "loaded": self.checked - len(self.errors),
+            "errors": self.errors,
+            "stale_temp_files": len(stale),
+            "stale": stale,
+        }
+
+
+class Burst(NamedTuple):
+    rejected_before: float  # the learner's rejections before it was sent
+    life: float | None  # the learner life it was sent to
+    sent_at: float
+    names: list[str]
 
 
 class RogueRounds:
@@ -170,49 +172,39 @@ class RogueRounds:
         self.peer, self.every_s = peer, every_s
         self.rounds = {"accounted": 0, "rejected": 0, "interrupted": 0, "noisy": 0}
         self.unaccounted: list[list[str]] = []
-        self.open: tuple[float, float | None, float, list[str]] | None = None  # the burst out:
-        # (rejections before it, the learner life it was sent to, when, what)
+        self.open: Burst | None = None
         self.last = 0.0
 
     def summary(self) -> dict[str, Any]:
-        # sent: by message/mutation, accounted rounds or not
-        return self.rounds | {
-            "unaccounted": self.unaccounted,
-            "sent": dict(sorted(self.peer.sent.items())),
-        }
-
-    @staticmethod
-    def rejected_total(m: dict[str, float]) -> float:
-        return sum(v for k, v in m.items() if k.startswith("mario_learner_messages_rejected_total"))
+        sent = dict(sorted(self.peer.sent.items()))  # by message/mutation, in any round
+        return self.rounds | {"unaccounted": self.unaccounted, "sent": sent}
 
     def tick(self, m: dict[str, float], now: float, quiet: bool) -> list[str] | None:
         """Account for the open burst, or send one when `quiet` (no fault near, the learner up a
         while); the names of a burst not wholly rejected, else None."""
         if not m:
             return None
-        if (r := self.open) is None:
+        rejected = sum(v for k, v in m.items() if k.startswith(REJECTED))
+        life = m.get("mario_learner_start_time_seconds")
+        if (burst := self.open) is None:
             if quiet and now - self.last >= self.every_s:
                 self.last = now
-                life = m.get("mario_learner_start_time_seconds")
                 names = [self.peer.send() for _ in range(ROGUE_BURST)]
-                self.open = (self.rejected_total(m), life, now, names)
+                self.open = Burst(rejected, life, now, names)
             return None
-        before, life, sent, names = r
-        if m.get("mario_learner_start_time_seconds") != life:
-            self.rounds["interrupted"] += 1
-            self.open = None
-            return None
-        got = int(self.rejected_total(m) - before)
-        if got < ROGUE_BURST and now - sent < ROGUE_SETTLE_S:
-            return None
+        got = int(rejected - burst.rejected_before)
+        if life == burst.life and got < ROGUE_BURST and now - burst.sent_at < ROGUE_SETTLE_S:
+            return None  # still arriving
         self.peer.drain()
         self.open = None
-        if got > ROGUE_BURST:
+        if life != burst.life:
+            self.rounds["interrupted"] += 1
+        elif got > ROGUE_BURST:
             self.rounds["noisy"] += 1
-            return None
-        self.rounds["accounted"] += ROGUE_BURST
-        self.rounds["rejected"] += got
-        if got < ROGUE_BURST:
-            self.unaccounted.append(names)
-            return names
+        else:
+            self.rounds["accounted"] += ROGUE_BURST
+            self.rounds["rejected"] += got
+            if got < ROGUE_BURST:
+                self.unaccounted.append(burst.names)
+                return burst.names
         return None

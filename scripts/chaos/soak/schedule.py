@@ -26,14 +26,12 @@ def fault_schedule(
     every duration/3 at most. Mid-write times are jittered (seeded) by up to a fifth of a period."""
     rng = random.Random(seed)
     end = duration_s - settle_s
-    learner_every_s = min(learner_every_s, duration_s / 2)
-    midwrite_every_s = min(midwrite_every_s, duration_s / 3)
-    faults = [Fault(k * actor_every_s, "actor") for k in range(1, int(end // actor_every_s) + 1)]
-    faults += [
-        Fault(k * learner_every_s, "learner") for k in range(1, int(end // learner_every_s) + 1)
-    ]
-    k = 1
-    while (t := k * midwrite_every_s + rng.uniform(-0.2, 0.2) * midwrite_every_s) <= end:
-        faults.append(Fault(max(t, 1.0), "learner_midwrite"))
-        k += 1
+
+    def every(period_s: float, kind: str, jitter: float = 0.0) -> list[Fault]:
+        # one period past the end too: jittered, it may still fall before the end
+        ks = range(1, int(end // period_s) + 2)
+        return [Fault(max(1.0, (k + jitter * rng.uniform(-1, 1)) * period_s), kind) for k in ks]
+
+    faults = every(min(midwrite_every_s, duration_s / 3), "learner_midwrite", jitter=0.2)
+    faults += every(min(learner_every_s, duration_s / 2), "learner") + every(actor_every_s, "actor")
     return sorted(f for f in faults if f.at_s <= end)

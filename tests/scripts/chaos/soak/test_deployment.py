@@ -21,7 +21,7 @@ def test_every_exit_supervisord_logged_is_read_back(tmp_path):
         "2026-11-26 12:46:17,000 INFO gave up: actor-0 entered FATAL state, too many start retries\n"
         "2026-11-26 12:46:18,000 INFO spawned: 'actor-0' with pid 4242\n"
     )
-    exits = Deployment(tmp_path, 2, "1-1", "cpu", "", "").exits()
+    exits = Deployment(tmp_path, 2).supervisor.exits()
     assert sorted(exits) == sorted([
         Exit("actor-1", "terminated by SIGKILL", False),
         Exit("learner", "terminated by SIGKILL", False),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scripts.chaos.soak.judge import Targets, judge, percentile, slope_per_minute
+from scripts.chaos.soak.judge import judge, percentile, slope_per_minute
 
 
 @pytest.mark.parametrize("q", [1, 10, 50, 90, 99])
@@ -33,7 +33,14 @@ def good_summary(minutes: float = 30.0) -> dict:
         "hangs": 0,
         "resume_s": [0.1, 0.3, 0.2],
         "resume_timeouts": 0,
-        "learner_crashes": [{"lost_updates": 2, "within_interval": True}],
+        "learner_crashes": [
+            {
+                "lost_updates": 2,
+                "within_interval": True,
+                "resumed_version": 5,
+                "first_version_seen": 5,
+            }
+        ],
         "midwrite_kills": 24,
         "checkpoints": {"checked": 10, "loaded": 10, "stale_temp_files": 0},
         "memory_slope_mib_per_min": {"learner": 0.1, "actor": -0.2, "eval": 0.0},
@@ -44,11 +51,11 @@ def good_summary(minutes: float = 30.0) -> dict:
 
 
 def failed(summary: dict) -> list[str]:
-    return [c["check"] for c in judge(summary, Targets()) if c["ok"] is False]
+    return [c["check"] for c in judge(summary) if c["ok"] is False]
 
 
 def test_judge_passes_a_good_soak_and_names_each_failure():
-    checks = judge(good_summary(), Targets())
+    checks = judge(good_summary())
     assert all(c["ok"] for c in checks), checks
     assert {"check", "value", "target", "ok"} == set(checks[0])
 
@@ -83,7 +90,7 @@ def test_a_short_soak_reports_memory_without_judging_it_and_needs_fewer_midwrite
     summary = good_summary(minutes=2)
     summary["midwrite_kills"] = 1
     summary["memory_slope_mib_per_min"]["learner"] = 9.0  # warm-up dominates 2 minutes
-    checks = {c["check"]: c["ok"] for c in judge(summary, Targets())}
+    checks = {c["check"]: c["ok"] for c in judge(summary)}
     assert checks["learner resident memory slope after warm-up, MiB/min"] is None
     assert checks["learner killed mid-checkpoint-write"] is True
     assert all(ok is not False for ok in checks.values())

@@ -52,7 +52,7 @@ def test_a_life_keeps_its_highest_counts_and_no_life_means_no_count():
 
 
 def test_learner_lives_updates_and_hangs():
-    watch = LearnerWatch(now=0.0)
+    watch = LearnerWatch(last_progress=0.0)
     life = {"mario_learner_start_time_seconds": 5.0, "mario_policy_version": 10.0}
     assert watch.observe(life, 6.0, actor_up=True)  # a new life
     assert not watch.observe(life | {"mario_policy_version": 11.0}, 7.0, actor_up=True)
