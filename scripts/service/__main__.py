@@ -22,7 +22,7 @@ import shlex
 import subprocess
 import sys
 
-from scripts import keys
+from common.curve import make_keys
 from scripts.service import host as hosts
 from scripts.service.supervisor import CONF, ROOT, Supervisor, SupervisorError
 from scripts.service.watch import Watcher
@@ -75,9 +75,18 @@ def _status(h: hosts.Host, args: argparse.Namespace) -> int:
 
 
 def _keys(h: hosts.Host, args: argparse.Namespace) -> int:
+    """CURVE key pairs (common/curve.py's layout) for the learner and this host's actors and
+    eval actor; existing pairs are kept, so running it again with more actors only adds theirs;
+    --force replaces them all, after which every actor directory needs the new learner.key."""
+    keys = h.keys or "runs/keys"
     ids = [*h.actor_ids, *([h.eval_id] if h.eval else [])]
-    argv = ["--dir", h.keys or "runs/keys", "--first", str(ids[0]), "--n", str(len(ids))]
-    return keys.main(argv + (["--force"] if args.force else []))
+    for path in make_keys(keys, ids, force=args.force):
+        print(f"created {path}")
+    print(
+        f"{keys}: learner and actors {ids[0]}..{ids[-1]}; learner --curve-dir {keys}/learner, "
+        f"actor i --curve-dir {keys}/actor-i"
+    )
+    return 0
 
 
 def _commands(h: hosts.Host, args: argparse.Namespace) -> int:
@@ -107,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     down.add_argument("--timeout-s", type=float, default=180.0, help="wait this long to stop")
     sub.add_parser("status", help="`make status`")
     keys_ = sub.add_parser("keys", help="`make keys`")
-    keys_.add_argument("--force", action="store_true", help="replace existing key pairs")
+    keys_.add_argument("--force", action="store_true", help="replace the existing key pairs")
     return parser
 
 

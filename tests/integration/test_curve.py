@@ -1,13 +1,15 @@
-"""CURVE with real processes: keys from scripts/keys.py; an actor with an unknown key pair gets no
+"""CURVE with real processes: keys from `make keys` (python -m scripts.service keys); an actor with an unknown key pair gets no
 weights and lands no chunk, while an authorised one trains; an open non-loopback bind is refused
 unless --insecure."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,9 +21,11 @@ LEARNER_ARGS = ["--unroll-length", "16", "--batch-chunks", "2", "--replay-capaci
 ACTOR_ARGS = ["--num-envs", "1"]
 
 
-def keys_script(*args: object) -> None:
-    argv = [sys.executable, "-m", "scripts.keys", *map(str, args)]
-    subprocess.run(argv, cwd=procs.ROOT, check=True, capture_output=True, timeout=60)
+def keys_script(keys: Path, n: int) -> None:
+    """`make keys`'s command: key pairs for the learner and actors 0..n-1 in `keys`."""
+    env = {**os.environ, "MARIO_KEYS": str(keys), "MARIO_N": str(n), "MARIO_EVAL": "false"}
+    argv = [sys.executable, "-m", "scripts.service", "keys"]
+    subprocess.run(argv, cwd=procs.ROOT, env=env, check=True, capture_output=True, timeout=60)
 
 
 def total(metrics: dict[str, float], name: str) -> float:
@@ -30,8 +34,8 @@ def total(metrics: dict[str, float], name: str) -> float:
 
 def test_only_the_authorised_actor_reaches_the_learner(tmp_path):
     keys, other = tmp_path / "keys", tmp_path / "other"
-    keys_script("--dir", keys, "--n", 1)  # the learner and actor 0
-    keys_script("--dir", other, "--n", 2)  # key pairs the learner never saw
+    keys_script(keys, 1)  # the learner and actor 0
+    keys_script(other, 2)  # key pairs the learner never saw
     rogue_keys = other / "actor-1"  # knows the learner's real public key, is not authorised
     shutil.copyfile(keys / "learner/learner.key", rogue_keys / "learner.key")
     port, lport, good_port, rogue_port = (procs.free_port(2), *(procs.free_port() for _ in "abc"))
