@@ -27,18 +27,19 @@ INSTALLED = "/opt/mario-impala"
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
 
 
+def make(*argv: str, variables: dict[str, object]) -> str:
+    """What `make ARGV VARIABLES` prints, with this venv (never reinstalling it)."""
+    venv = Path(sys.executable).parent.parent
+    argv = ["make", "--no-print-directory", "-o", f"{venv}/.installed", *argv, f"VENV={venv}"]
+    argv += [f"{k}={v}" for k, v in variables.items()]
+    return subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+
+
 def make_env(target: str, variables: dict[str, object]) -> dict[str, str]:
     """The MARIO_* variables `make TARGET` hands scripts/service, as `make -n` prints them."""
-    venv = Path(sys.executable).parent.parent
-    argv = ["make", "-n", "-o", f"{venv}/.installed", target, f"VENV={venv}"]
-    out = subprocess.run(
-        argv + [f"{k}={v}" for k, v in variables.items()],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    out = make("-n", target, variables=variables)
     (line,) = [ln for ln in out.splitlines() if "-m scripts.service" in ln]
     words = shlex.split(line)
     return dict(
@@ -134,17 +135,8 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
 
 
 def test_make_commands_prints_what_make_train_starts(tmp_path, monkeypatch):
-    venv = Path(sys.executable).parent.parent
     variables = {"RUN": tmp_path / "run", "N": 2, "ACTOR_ARGS": "--num-envs 1"}
-    out = subprocess.run(
-        ["make", "--no-print-directory", "-o", f"{venv}/.installed", "commands", f"VENV={venv}"]
-        + [f"{k}={v}" for k, v in variables.items()],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
+    out = make("commands", variables=variables)
     listed = {
         name: shlex.split(line) for name, _, line in (ln.partition(": ") for ln in out.splitlines())
     }
