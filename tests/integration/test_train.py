@@ -43,6 +43,17 @@ def ctrl_c(p: subprocess.Popen, timeout_s: float = 120) -> bool:
     return p.wait(timeout_s) in (0, -signal.SIGINT)
 
 
+def until(p: subprocess.Popen, log: Path, check):
+    """`check`, failing at once with make's output when make has already ended."""
+
+    def checked():
+        if p.poll() is not None:
+            raise AssertionError(f"make exited ({p.returncode}):\n{log.read_text()[-3000:]}")
+        return check()
+
+    return checked
+
+
 def settings(tmp_path: Path) -> dict[str, object]:
     port, metrics = procs.free_port(2), procs.free_port(3)
     return {
@@ -55,7 +66,7 @@ def settings(tmp_path: Path) -> dict[str, object]:
         "EVAL": "false",
         "DEVICE": "cpu",
         "LEARNER_ARGS": "--batch-chunks 2 --unroll-length 16 --checkpoint-interval-s 3",
-        "ACTOR_ARGS": "--num-envs 2 --unroll-length 16 --learner-timeout-s 3",
+        "ACTOR_ARGS": "--num-envs 2 --learner-timeout-s 3",
     }
 
 
@@ -66,8 +77,8 @@ def test_a_killed_learner_is_restarted_reported_and_resumes_from_its_checkpoint(
     version = lambda: procs.scrape(s["LEARNER_METRICS_PORT"]).get("mario_policy_version", 0)  # noqa: E731
     p = start_make("train", log, **s)
     try:
-        procs.wait_until("a checkpoint", lambda: checkpoint.latest_path(run), 180)
-        procs.wait_until("the status line", lambda: "steps/s" in output(), 60)
+        procs.wait_until("a checkpoint", until(p, log, lambda: checkpoint.latest_path(run)), 180)
+        procs.wait_until("the status line", until(p, log, lambda: "steps/s" in output()), 60)
         learner_pid = int(run.lock.read_text())  # the learner writes its pid there
         os.kill(learner_pid, signal.SIGKILL)
         saved = checkpoint.load(checkpoint.latest_path(run))["policy_version"]
@@ -113,4 +124,4 @@ def test_flags_a_process_refuses_stop_the_run_with_its_log(tmp_path):
     p = start_make("train", log, **s)
     assert p.wait(120) == 2
     assert "learner refused to start" in log.read_text()
-    assert "epochs must be >= 1" in log.read_text()
+    assert "--epochs: must be >= 1, got 0" in log.read_text()
