@@ -39,6 +39,7 @@ from common import wire
 from common.env import EpisodeSummary, build_envs
 from common.metrics import EvalMetrics
 from common.model import ActorCritic
+from common.rundir import atomic_write
 
 log = logging.getLogger("actor.eval")
 
@@ -145,7 +146,9 @@ class EvalRunner:
             write_video(self.out_dir / f"{name}.mp4", frames, fps)
             summary = {**episode._asdict(), "policy": policy, "policy_version": self.version}
             summary["frames"] = len(frames)
-            (self.out_dir / f"{name}.json").write_text(json.dumps(summary, indent=2) + "\n")
+            atomic_write(
+                self.out_dir / f"{name}.json", (json.dumps(summary, indent=2) + "\n").encode()
+            )
 
     def close(self) -> None:
         self.link.close()

@@ -132,7 +132,7 @@ class Actor:
     def _ship(self, lane: Lane) -> None:
         for finished in lane.take_finished():
             for e in finished.episodes:
-                self.metrics.episodes.labels(level=e.level, outcome=e.outcome).inc()
+                self.metrics.count_episode(e.level, e.outcome)
             start = time.perf_counter()
             if not self.link.wait_for_credit(lambda: self.stopping.is_set() or self.lanes_stale):
                 return

@@ -13,6 +13,7 @@ import argparse
 import datetime as dt
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -164,7 +165,9 @@ def _duration(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def render(run_dir: Path, s: dict[str, Any], malformed: int, evaluation: dict | None) -> str:
+def render(
+    run_dir: Path, s: dict[str, Any], malformed: int, evaluation: dict | None, video_link: str = ""
+) -> str:
     """REPORT.md: the summary table, the last evaluation if there is one, then the plots."""
     pct = "{:.1%}"
     lines = [
@@ -192,20 +195,21 @@ def render(run_dir: Path, s: dict[str, Any], malformed: int, evaluation: dict | 
         "",
     ]
     if evaluation is not None:
-        lines += _last_evaluation(evaluation)
+        lines += _last_evaluation(evaluation, video_link)
     for figure in FIGURES:
         lines += [f"## {figure.title}", "", f"![{figure.title}]({figure.name}.png)", ""]
     return "\n".join(lines)
 
 
-def _last_evaluation(evaluation: dict[str, Any]) -> list[str]:
-    """REPORT.md's lines for `make eval`'s summary.json: one table row per policy played."""
+def _last_evaluation(evaluation: dict[str, Any], video_link: str) -> list[str]:
+    """REPORT.md's lines for `make eval`'s summary.json: one table row per policy played;
+    `video_link` is its best.mp4 as seen from REPORT.md's folder."""
     o = evaluation.get("overall", {})
     # summary.json from before per-policy summaries held one policy's figures in `overall`
     policies = evaluation.get("policies") or {("greedy" if o.get("greedy") else "sampled"): o}
     video = evaluation.get("video") or {}
     which = " ".join(str(video[k]) for k in ("policy", "episode") if video.get(k) is not None)
-    best = f" ([best episode](../eval/best.mp4){': ' + which if which else ''})" if video else ""
+    best = f" ([best episode]({video_link}){': ' + which if which else ''})" if video else ""
     lines = [
         "## Last evaluation",
         "",
@@ -250,7 +254,8 @@ def report(
             evaluation = json.loads(eval_path.read_text())
         except ValueError:
             evaluation = None
-    text = render(run_dir, summary, log.malformed, evaluation)
+    video_link = os.path.relpath(eval_path.parent / "best.mp4", out)
+    text = render(run_dir, summary, log.malformed, evaluation, video_link)
     text += _curves(run_dir, compare, out)
     (out / "REPORT.md").write_text(text)
     return summary, log

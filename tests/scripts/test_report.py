@@ -91,6 +91,10 @@ def test_report_shows_each_policy_of_the_last_evaluation(tmp_path):
     assert "Policy v7 on 1-2 ([best episode](../eval/best.mp4): sampled 3)" in md
     assert "| greedy | 5 | 1,234.5 | 1,100.0 | 0.0% | 900.0 |" in md
     assert "| sampled | 5 | 1,234.5 | 3,161.0 | 40.0% | 900.0 |" in md
+    # a report written elsewhere links the same video from there
+    assert report.main(["--run-dir", str(run), "--out", str(tmp_path / "a/b")]) == 0
+    md = (tmp_path / "a/b/REPORT.md").read_text()
+    assert "[best episode](../../run/eval/best.mp4)" in md
 
 
 def test_report_reads_a_summary_from_before_per_policy_figures(tmp_path):
