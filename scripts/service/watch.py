@@ -24,6 +24,9 @@ from scripts.service.supervisor import Supervisor
 REFUSED = 2  # exit status of a configuration error or a refusal by the learner
 STATUS_INTERVAL_S = 2.0
 POLL_S = 0.25
+# supervisord shows a process EXITED for the moment between its exit and the restart that
+# autorestart=unexpected makes; an exit is judged once its state has settled, or after this long
+SETTLE_S = 3.0
 AFTER_EXIT = {  # supervisord's state after an exit -> what it does about it
     "STARTING": "supervisord restarted it",
     "RUNNING": "supervisord restarted it",
@@ -41,6 +44,7 @@ class Watcher:
         self.restarts: dict[str, int] = {}
         self.last_restart: dict[str, float] = {}
         self.refused: set[str] = set()
+        self.unsettled: dict[str, float] = {}  # exits seen in state EXITED, not yet reported
         self.window = StatusWindow()
         self.stopping = False
 
@@ -80,22 +84,28 @@ class Watcher:
     def observe(self, processes: dict[str, dict]) -> int | None:
         """Report every exit and restart since the last call; the exit status when the run
         cannot go on, else None."""
-        exited = [
-            name
-            for name, info in processes.items()  # supervisord stamps every exit's time
-            if info["stop"] and info["stop"] != self.stops.get(name) and name not in self.refused
-        ]
+        now = time.monotonic()
+        for name, info in processes.items():  # supervisord stamps every exit's time
+            if info["stop"] and info["stop"] != self.stops.get(name) and name not in self.refused:
+                self.unsettled.setdefault(name, now)
         for name, info in processes.items():
             self.stops[name] = info["stop"]
             pid, last = info["pid"], self.pids.get(name, 0)
             if pid and last and pid != last:
                 self.restarts[name] = self.restarts.get(name, 0) + 1
-                self.last_restart[name] = time.monotonic()
+                self.last_restart[name] = now
                 if name == "learner":  # its counters start again from 0
                     self.window = StatusWindow(self.window.window_s)
             self.pids[name] = pid or last
-        if exited:
-            self.report(exited, processes)
+        settled = [
+            name
+            for name, since in self.unsettled.items()
+            if processes[name]["statename"] != "EXITED" or now - since >= SETTLE_S
+        ]
+        for name in settled:
+            del self.unsettled[name]
+        if settled:
+            self.report(settled, processes)
         return self.verdict(processes)
 
     def report(self, exited: list[str], processes: dict[str, dict]) -> None:
@@ -123,13 +133,15 @@ class Watcher:
         if "learner" in self.refused:
             return REFUSED
         learner = processes.get("learner")
-        if learner and learner["start"] and learner["statename"] in down:
+        gone = lambda name: (  # noqa: E731
+            name not in self.unsettled
+            and processes[name]["start"]
+            and processes[name]["statename"] in down
+        )
+        if learner and gone("learner"):
             return learner["exitstatus"] or 1
         actors = [name for name in processes if name.startswith("actor-")]
-        if actors and all(
-            a in self.refused or processes[a]["start"] and processes[a]["statename"] in down
-            for a in actors
-        ):
+        if actors and all(a in self.refused or gone(a) for a in actors):
             return REFUSED if self.refused.issuperset(actors) else 1
         return None
 

@@ -1,0 +1,57 @@
+"""The watcher's judgement of supervisord's process states, fed the states in the order
+supervisord reports them (its log written as supervisord writes it)."""
+
+from __future__ import annotations
+
+from common.rundir import RunDir
+from scripts.service import watch
+from scripts.service.host import Host
+from scripts.service.supervisor import Supervisor
+
+
+def info(state: str, pid: int, stop: int, exitstatus: int = 0) -> dict:
+    return {
+        "name": "learner",
+        "group": "learner",
+        "statename": state,
+        "pid": pid,
+        "start": 1,
+        "stop": stop,
+        "exitstatus": exitstatus,
+        "stdout_logfile": "learner.log",
+    }
+
+
+def watcher(tmp_path) -> watch.Watcher:
+    host = Host(run=str(tmp_path / "run"))
+    run = RunDir(host.run)
+    run.logs.mkdir(parents=True)
+    (run.logs / "supervisord.log").write_text(
+        "2026-11-27 02:41:03,604 WARN exited: learner (terminated by SIGKILL; not expected)\n"
+    )
+    return watch.Watcher(host, Supervisor(host))
+
+
+def test_the_moment_between_an_exit_and_its_restart_is_not_the_end_of_the_run(tmp_path, capsys):
+    w = watcher(tmp_path)
+    assert w.observe({"learner": info("RUNNING", 10, 0)}) is None
+    # supervisord shows EXITED until its next tick restarts the process: not final yet
+    assert w.observe({"learner": info("EXITED", 0, 5, -9)}) is None
+    assert capsys.readouterr().err == ""
+    assert w.observe({"learner": info("STARTING", 11, 5)}) is None
+    err = capsys.readouterr().err
+    assert "learner exited (terminated by SIGKILL; not expected); supervisord restarted it" in err
+    assert w.restarts == {"learner": 1}
+    assert w.observe({"learner": info("RUNNING", 11, 5)}) is None
+    assert capsys.readouterr().err == ""  # one exit, reported once
+
+
+def test_an_exit_that_stays_exited_ends_the_run_with_its_status(tmp_path, capsys, monkeypatch):
+    w = watcher(tmp_path)
+    assert w.observe({"learner": info("RUNNING", 10, 0)}) is None
+    assert w.observe({"learner": info("EXITED", 0, 5, 3)}) is None  # not settled yet
+    monkeypatch.setattr(watch, "SETTLE_S", 0.0)
+    assert w.observe({"learner": info("EXITED", 0, 5, 3)}) == 3
+    assert "learner exited (terminated by SIGKILL; not expected); not restarted" in (
+        capsys.readouterr().err
+    )
