@@ -133,11 +133,11 @@ class Watcher:
         if "learner" in self.refused:
             return REFUSED
         learner = processes.get("learner")
-        gone = lambda name: (  # noqa: E731
-            name not in self.unsettled
-            and processes[name]["start"]
-            and processes[name]["statename"] in down
-        )
+
+        def gone(name: str) -> bool:
+            info = processes[name]
+            return name not in self.unsettled and info["start"] and info["statename"] in down
+
         if learner and gone("learner"):
             return learner["exitstatus"] or 1
         actors = [name for name in processes if name.startswith("actor-")]
