@@ -76,6 +76,7 @@ class Actor:
             retries=cfg.build_retries,
             on_built=self.metrics.env_build_seconds.observe,
             on_failed=self.metrics.env_build_failures.inc,
+            seed=(cfg.seed, cfg.actor_id),
         )
         self.num_actions = self.envs[0].num_actions
         self.model: ActorCritic | None = None  # from the learner's Welcome

@@ -10,8 +10,11 @@ stacks wherever they are needed.
 The game has no practical time limit, so an episode is truncated (not terminated) after
 `no_progress_steps` agent steps without a new maximum x position.
 
-Levels are either Super Mario Bros stages ("1-1" … "8-4") or Gymnasium ids (anything else, e.g.
-"tests.fakes:Corridor-v0"), so tests can run a small env with the same observation format.
+Levels are either a set of Super Mario Bros stages ("1-1", "1-1,1-2", "world:1", "all"; see
+`common.levels`) or one Gymnasium id (anything else, e.g. "tests.fakes:Corridor-v0"), so tests can
+run a small env with the same observation format. An env with a set of stages draws the level of
+each episode at its reset and keeps one emulator per level it has played (~0.6 MiB each), built
+the first time that level is drawn.
 
 Envs in one process are built strictly one after another (`build_envs`): building NES emulators in
 parallel is what made the previous trainer hang. Each build is timed, logged, retried with backoff,
@@ -24,7 +27,6 @@ import dataclasses
 import faulthandler
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,6 +36,8 @@ from typing import Any, Literal, NamedTuple
 import cv2
 import gymnasium as gym
 import numpy as np
+
+from common.levels import LevelSetError, UniformSchedule, is_stage, parse_levels
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +77,6 @@ _BUTTON_BITS = {
     "A": 0b00000001,
     "NOOP": 0,
 }
-_STAGE = re.compile(r"^([1-8])-([1-4])$")
 
 # Exit status of a process whose env build overran its watchdog.
 WATCHDOG_EXIT_CODE = 3
@@ -99,7 +102,12 @@ class EnvSpec:
         """Every invalid field, each as a sentence saying what to change."""
         out = []
         if not self.level:
-            out.append("level must be a stage like '1-1' or a Gymnasium id")
+            out.append("level must be a stage like '1-1', a set of them, or a Gymnasium id")
+        else:
+            try:
+                parse_levels(self.level)
+            except LevelSetError as exc:
+                out.append(str(exc))
         if self.is_mario and self.action_set not in ACTION_SETS:
             out.append(f"action_set must be one of {sorted(ACTION_SETS)}, got {self.action_set!r}")
         if self.frame_skip < 1:
@@ -116,7 +124,15 @@ class EnvSpec:
 
     @property
     def is_mario(self) -> bool:
-        return _STAGE.match(self.level) is not None
+        """Super Mario Bros stages (one or a set), not a Gymnasium id."""
+        try:
+            return is_stage(parse_levels(self.level)[0])
+        except LevelSetError:
+            return False
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return parse_levels(self.level)
 
     def to_wire(self) -> dict[str, str | int | float | bool]:
         return dataclasses.asdict(self)
@@ -159,7 +175,15 @@ def _make_mario(world: int, stage: int) -> Any:
 class FrameEnv:
     """One env: `reset() -> frame`, `step(action) -> Step`. Not thread-safe; one per thread."""
 
-    def __init__(self, spec: EnvSpec):
+    def __init__(
+        self,
+        spec: EnvSpec,
+        seed: int | tuple[int, ...] = 0,
+        on_level_built: Callable[[float], object] = lambda seconds: None,
+    ):
+        """`seed` drives the draw of each episode's level from the set; `on_level_built(seconds)`
+        is called for every emulator built after the first (the first is part of this
+        constructor, which `build_envs` times)."""
         problems = spec.problems()
         if problems:
             raise ValueError("invalid env spec: " + "; ".join(problems))
@@ -167,26 +191,46 @@ class FrameEnv:
         size = spec.frame_size
         self._out = np.zeros((size, size), np.uint8)
         self._half: np.ndarray | None = None
+        self._schedule = UniformSchedule(spec.levels, seed)
+        self._games: dict[str, Any] = {}  # level -> its emulator, built when first drawn
+        self._on_level_built = on_level_built
+        self.level = self._schedule.levels[0]  # the level of the current episode
         if spec.is_mario:
-            world, stage = (int(x) for x in spec.level.split("-"))
-            self._env = _make_mario(world, stage)
+            self._games[self.level] = self._build(self.level)
             self._buttons = [
                 sum(_BUTTON_BITS[b] for b in combo) for combo in ACTION_SETS[spec.action_set]
             ]
             self.num_actions = len(self._buttons)
             self._gray = [np.zeros((240, 256), np.uint8) for _ in range(2)]
         else:
-            self._env = gym.make(spec.level, disable_env_checker=True)
-            space = self._env.action_space
+            self._games[self.level] = gym.make(spec.level, disable_env_checker=True)
+            space = self._games[self.level].action_space
             if not isinstance(space, gym.spaces.Discrete):
                 raise ValueError(f"{spec.level}: action space must be Discrete, got {space}")
             self.num_actions = int(space.n)
             self._buttons = list(range(self.num_actions))
-            shape = self._env.observation_space.shape
+            shape = self._games[self.level].observation_space.shape
             self._gray = [np.zeros(shape[:2], np.uint8) for _ in range(2)]
+        self._env = self._games[self.level]
         self.frame_shape = (size, size)
         self._obs: Any = None
         self._new_episode()
+
+    @staticmethod
+    def _build(level: str) -> Any:
+        world, stage = (int(x) for x in level.split("-"))
+        return _make_mario(world, stage)
+
+    def _draw_level(self) -> None:
+        """The next episode's level: its emulator, built now if this env never played it."""
+        self.level = self._schedule.next_level()
+        if self.level not in self._games:
+            start = time.perf_counter()
+            self._games[self.level] = self._build(self.level)
+            seconds = time.perf_counter() - start
+            log.info("built the emulator of level %s in %.2f s", self.level, seconds)
+            self._on_level_built(seconds)
+        self._env = self._games[self.level]
 
     def _new_episode(self) -> None:
         self._return = 0.0
@@ -221,7 +265,9 @@ class FrameEnv:
         return self._out
 
     def reset(self) -> np.ndarray:
-        """Start an episode; returns its first frame (a reused view: copy it to keep it)."""
+        """Start an episode on the next level of the set; returns its first frame (a reused
+        view: copy it to keep it)."""
+        self._draw_level()
         self._obs, info = self._env.reset()
         self._new_episode()
         self._max_x = int(info.get("x_pos", 0))
@@ -270,12 +316,13 @@ class FrameEnv:
             else:
                 outcome = "no_progress" if no_progress else "other"
             episode = EpisodeSummary(
-                self.spec.level, self._return, self._length, self._max_x, flag, outcome
+                self.level, self._return, self._length, self._max_x, flag, outcome
             )
         return Step(frame, shaped, terminated, truncated, episode)
 
     def close(self) -> None:
-        self._env.close()
+        for game in self._games.values():
+            game.close()
 
 
 @contextmanager
@@ -320,9 +367,12 @@ def build_envs(
     backoff_s: float = 0.5,
     on_built: Callable[[float], object] = lambda seconds: None,
     on_failed: Callable[[], object] = lambda: None,
+    seed: int | tuple[int, ...] = 0,
 ) -> list[FrameEnv]:
     """Build `count` envs one after another, each reset once, timed and logged; `on_built(s)` is
-    called with each env's build time, `on_failed()` at each failed attempt (for metrics).
+    called with each env's build time (and each emulator an env builds later, for a level of its
+    set it had not played), `on_failed()` at each failed attempt (for metrics). Env i draws its
+    levels with the seed (*seed, i).
 
     A build that raises is retried `retries` times with exponential backoff, then EnvBuildError;
     a build (or reset) that takes longer than `timeout_s` ends the process (see `watchdog`).
@@ -333,7 +383,8 @@ def build_envs(
             start = time.perf_counter()
             try:
                 with watchdog(timeout_s, f"building env {i} ({spec.level})"):
-                    env = FrameEnv(spec)
+                    seeds = (seed,) if isinstance(seed, int) else seed
+                    env = FrameEnv(spec, (*seeds, i), on_built)
                     env.reset()
             except ValueError:
                 raise  # a bad spec does not get better by retrying

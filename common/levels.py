@@ -1,0 +1,83 @@
+"""Level sets: which Super Mario Bros stages an env plays, and how it picks the next one.
+
+A set is written as a comma-separated list of stages ("1-1,1-2,4-1"), a world ("world:1", its
+four stages), "all" (the 32 stages), or any mix of these ("world:1,4-1"); a stage named twice
+counts once, and the set keeps the order in which it was written. Anything that is not a
+stage ("tests.fakes:Corridor-v0") is a Gymnasium id and must stand alone: a set of one.
+
+Each env draws the level of its next episode from the set with its own random generator, so a
+run's draws are reproducible from its seed. The policy is never told which level it plays.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+WORLDS = range(1, 9)
+STAGES_PER_WORLD = range(1, 5)
+ALL_STAGES: tuple[str, ...] = tuple(f"{w}-{s}" for w in WORLDS for s in STAGES_PER_WORLD)
+
+_STAGE = re.compile(r"^([1-8])-([1-4])$")
+_WORLD = re.compile(r"^world:(\S*)$")
+
+
+class LevelSetError(ValueError):
+    """A level set that cannot be read; the message names every bad part and what is allowed."""
+
+
+def is_stage(name: str) -> bool:
+    return _STAGE.match(name) is not None
+
+
+def parse_levels(text: str) -> tuple[str, ...]:
+    """The levels of a set, in the order written, each once.
+
+    >>> parse_levels("world:1,4-1,1-1")
+    ('1-1', '1-2', '1-3', '1-4', '4-1')
+    """
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) == 1 and parts[0] and not _is_set_part(parts[0]):
+        return (parts[0],)  # a Gymnasium id: a set of one
+    levels: list[str] = []
+    problems: list[str] = []
+    for part in parts:
+        world = _WORLD.match(part)
+        if part == "all":
+            levels += ALL_STAGES
+        elif is_stage(part):
+            levels.append(part)
+        elif world and world.group(1).isdigit() and int(world.group(1)) in WORLDS:
+            levels += [f"{world.group(1)}-{s}" for s in STAGES_PER_WORLD]
+        elif world:
+            problems.append(f"{part!r}: worlds are 1 to 8 ('world:1')")
+        elif not part:
+            problems.append("an empty part (two commas, or a comma at either end)")
+        else:
+            problems.append(f"{part!r}: not a stage W-S (1-1 to 8-4), 'world:N' or 'all'")
+    if problems:
+        raise LevelSetError(
+            f"level set {text!r}: " + "; ".join(problems) + ". A set is stages like '1-1,1-2', "
+            "a world 'world:1', 'all', or one Gymnasium id on its own"
+        )
+    return tuple(dict.fromkeys(levels))
+
+
+def _is_set_part(part: str) -> bool:
+    return part == "all" or is_stage(part) or part.startswith("world:")
+
+
+class UniformSchedule:
+    """Every level of the set equally often, drawn independently per episode."""
+
+    def __init__(self, levels: tuple[str, ...], seed: int | tuple[int, ...]):
+        if not levels:
+            raise LevelSetError("a schedule needs at least one level")
+        self.levels = levels
+        self._rng = np.random.default_rng(seed)
+
+    def next_level(self) -> str:
+        if len(self.levels) == 1:
+            return self.levels[0]
+        return self.levels[int(self._rng.integers(len(self.levels)))]

@@ -1,0 +1,90 @@
+"""Level sets: what a user may write and what each form means."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from common.levels import ALL_STAGES, LevelSetError, UniformSchedule, parse_levels
+
+
+def test_the_32_stages_in_game_order():
+    assert len(ALL_STAGES) == 32
+    assert ALL_STAGES[:5] == ("1-1", "1-2", "1-3", "1-4", "2-1")
+    assert ALL_STAGES[-1] == "8-4"
+
+
+@pytest.mark.parametrize(
+    ("text", "levels"),
+    [
+        ("1-1", ("1-1",)),
+        ("1-1,1-2,4-1", ("1-1", "1-2", "4-1")),
+        (" 4-1 , 1-1 ", ("4-1", "1-1")),
+        ("world:1", ("1-1", "1-2", "1-3", "1-4")),
+        ("world:2,1-1", ("2-1", "2-2", "2-3", "2-4", "1-1")),
+        ("1-2,world:1", ("1-2", "1-1", "1-3", "1-4")),  # named twice, kept once, first place
+        ("all", ALL_STAGES),
+        ("tests.fakes:Corridor-v0", ("tests.fakes:Corridor-v0",)),  # a Gymnasium id alone
+    ],
+)
+def test_each_form_of_a_set(text, levels):
+    assert parse_levels(text) == levels
+
+
+def test_every_bad_part_is_named_with_what_is_allowed():
+    text = "1-1,9-1,world:9,,tests.fakes:Corridor-v0"
+    with pytest.raises(LevelSetError) as err:
+        parse_levels(text)
+    message = str(err.value).removeprefix(f"level set {text!r}: ")
+    assert "'9-1': not a stage W-S (1-1 to 8-4)" in message
+    assert "'world:9': worlds are 1 to 8" in message
+    assert "an empty part" in message
+    assert "'tests.fakes:Corridor-v0'" in message  # a Gymnasium id cannot join a set
+    assert "'1-1'" not in message  # good parts are not blamed
+
+
+def test_uniform_draws_every_level_about_equally_and_repeats_with_its_seed():
+    levels = parse_levels("world:1")
+    a, b = UniformSchedule(levels, seed=3), UniformSchedule(levels, seed=3)
+    draws = [a.next_level() for _ in range(4000)]
+    assert draws == [b.next_level() for _ in range(4000)]
+    counts = collections.Counter(draws)
+    assert set(counts) == set(levels)
+    assert all(800 <= n <= 1200 for n in counts.values()), counts  # 1000 +- 6 sigma
+    assert [UniformSchedule(("1-1",), seed=s).next_level() for s in range(3)] == ["1-1"] * 3
+
+
+def test_an_env_of_a_set_plays_each_drawn_level_on_its_own_emulator():
+    """Real emulators: each episode starts on the level drawn for it, reports that level, and
+    each level's emulator is built once, when it is first drawn."""
+    import numpy as np
+
+    from common.env import EnvSpec, FrameEnv
+
+    built: list[float] = []
+    spec = EnvSpec(level="1-1,1-2", no_progress_steps=3)
+    env = FrameEnv(spec, seed=(0, 1), on_level_built=built.append)
+    starts: dict[str, np.ndarray] = {}
+    played = []
+    for _ in range(12):
+        frame = env.reset()
+        starts.setdefault(env.level, frame.copy())
+        assert np.array_equal(frame, starts[env.level])  # every start of a level looks alike
+        while (step := env.step(0)).episode is None:
+            pass
+        assert step.episode.level == env.level
+        played.append(env.level)
+    assert set(played) == {"1-1", "1-2"}
+    assert len(built) == 1  # 1-2's emulator; 1-1's was built with the env
+    assert not np.array_equal(starts["1-1"], starts["1-2"])  # 1-2 starts underground
+    env.close()
+
+
+def test_a_bad_set_is_refused_by_the_env_spec_with_every_problem():
+    from common.env import EnvSpec
+
+    problems = EnvSpec(level="1-1,world:0,9-9").problems()
+    assert len(problems) == 1 and "'world:0'" in problems[0] and "'9-9'" in problems[0]
+    assert EnvSpec(level="world:1").is_mario and EnvSpec(level="all").levels[-1] == "8-4"
+    assert not EnvSpec(level="tests.fakes:Corridor-v0").is_mario
