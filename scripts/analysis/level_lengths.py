@@ -1,0 +1,128 @@
+"""Measure each level's length from the game: the x position at which Mario reaches its flag
+(or, in a castle, its axe), found by a search with emulator snapshots.
+
+    python -m scripts.analysis.level_lengths 1-1 1-2 [--budget-frames 400000] [--seed 0]
+        [--out common/level_lengths.json]
+
+The search keeps the furthest snapshots it has reached (x, then fewer frames played) and, from
+one of them, plays a random burst of held buttons (mostly to the right, jumping, running): a burst
+that dies is dropped, one that gets further is kept. It ends at the flag (the game's own
+`flag_get`), or when the budget of NES frames runs out, which is reported with the furthest x.
+Deterministic for a seed. Results merge into `--out` with the command that produced them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from common.levels import parse_levels
+from common.rundir import atomic_write
+
+log = logging.getLogger("level_lengths")
+
+# NES controller bits: right 0x80, left 0x40, B 0x02, A 0x01 (nes-py's order)
+RIGHT, LEFT, B, A = 0x80, 0x40, 0x02, 0x01
+BURST_BUTTONS = (RIGHT, RIGHT | A, RIGHT | B, RIGHT | A | B, RIGHT | A | B, A, LEFT, LEFT | A, 0)
+FRAMES_PER_HOLD = 4  # one agent step of training
+
+
+@dataclass(order=True)
+class Point:
+    """A snapshot the search may continue from; ordered by how good it is."""
+
+    x: int
+    neg_frames: int  # fewer frames played to get here is better
+    state: object = field(default=None, compare=False)
+
+
+@dataclass
+class Result:
+    level: str
+    flag_x: int | None  # x when the game's flag_get became true; None if not reached
+    max_x: int  # the furthest x reached
+    frames: int  # NES frames the search played
+
+    def to_json(self) -> dict[str, int | None]:
+        return {"flag_x": self.flag_x, "max_x": self.max_x, "search_frames": self.frames}
+
+
+def measure(level: str, budget_frames: int, seed: int, keep: int = 64) -> Result:
+    from gym_super_mario_bros import SuperMarioBrosEnv
+
+    world, stage = (int(x) for x in level.split("-"))
+    env = SuperMarioBrosEnv(target=(world, stage))
+    env.reset()
+    rng = np.random.default_rng([seed, world, stage])
+    *_, info = env.step(0)
+    frontier = [Point(int(info["x_pos"]), -1, env.dump_state())]
+    played = 1
+    best = frontier[0].x
+    while played < budget_frames:
+        # the furthest points are tried most; older ones stay reachable to escape dead ends
+        pick = min(int(rng.geometric(0.3)) - 1, len(frontier) - 1)
+        start = frontier[pick]
+        env.load_state(start.state)
+        frames = -start.neg_frames
+        x = start.x
+        for _ in range(int(rng.integers(1, 6))):  # holds in one burst
+            button = BURST_BUTTONS[int(rng.integers(len(BURST_BUTTONS)))]
+            for _ in range(FRAMES_PER_HOLD * int(rng.integers(1, 9))):
+                _, _, terminated, truncated, info = env.step(button)
+                frames += 1
+                played += 1
+                if info["flag_get"]:
+                    env.close()
+                    log.info(
+                        "%s: flag at x %d after %d search frames", level, info["x_pos"], played
+                    )
+                    return Result(level, int(info["x_pos"]), max(best, info["x_pos"]), played)
+                if terminated or truncated:
+                    break
+            if terminated or truncated:
+                break
+            x = int(info["x_pos"])
+        if terminated or truncated or x <= start.x:
+            continue
+        frontier.append(Point(x, -frames, env.dump_state()))
+        frontier.sort(reverse=True)
+        del frontier[keep:]
+        if x > best:
+            best = x
+            log.debug("%s: x %d after %d search frames", level, x, played)
+    env.close()
+    log.warning("%s: no flag within %d search frames; furthest x %d", level, budget_frames, best)
+    return Result(level, None, best, played)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("levels", nargs="+", help="stages or sets: 1-1, world:1, all")
+    parser.add_argument("--budget-frames", type=int, default=400_000, help="NES frames per level")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("common/level_lengths.json"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    levels = [lv for text in args.levels for lv in parse_levels(text)]
+    data = json.loads(args.out.read_text()) if args.out.is_file() else {"levels": {}}
+    command = "python -m scripts.analysis.level_lengths " + shlex.join(argv or sys.argv[1:])
+    for level in levels:
+        start = time.perf_counter()
+        result = measure(level, args.budget_frames, args.seed)
+        row = result.to_json() | {"seconds": round(time.perf_counter() - start, 1)}
+        data["levels"][level] = row | {"command": command}
+        atomic_write(args.out, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+        print(f"{level}: {row}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
