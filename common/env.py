@@ -180,10 +180,11 @@ class FrameEnv:
         spec: EnvSpec,
         seed: int | tuple[int, ...] = 0,
         on_level_built: Callable[[float], object] = lambda seconds: None,
+        build_timeout_s: float = 60.0,
     ):
         """`seed` drives the draw of each episode's level from the set; `on_level_built(seconds)`
         is called for every emulator built after the first (the first is part of this
-        constructor, which `build_envs` times)."""
+        constructor, which `build_envs` times), each under a `watchdog` of `build_timeout_s`."""
         problems = spec.problems()
         if problems:
             raise ValueError("invalid env spec: " + "; ".join(problems))
@@ -194,6 +195,7 @@ class FrameEnv:
         self._schedule = UniformSchedule(spec.levels, seed)
         self._games: dict[str, Any] = {}  # level -> its emulator, built when first drawn
         self._on_level_built = on_level_built
+        self._build_timeout_s = build_timeout_s
         self.level = self._schedule.levels[0]  # the level of the current episode
         if spec.is_mario:
             self._games[self.level] = self._build(self.level)
@@ -226,7 +228,8 @@ class FrameEnv:
         self.level = self._schedule.next_level()
         if self.level not in self._games:
             start = time.perf_counter()
-            self._games[self.level] = self._build(self.level)
+            with watchdog(self._build_timeout_s, f"building the emulator of level {self.level}"):
+                self._games[self.level] = self._build(self.level)
             seconds = time.perf_counter() - start
             log.info("built the emulator of level %s in %.2f s", self.level, seconds)
             self._on_level_built(seconds)
@@ -384,7 +387,7 @@ def build_envs(
             try:
                 with watchdog(timeout_s, f"building env {i} ({spec.level})"):
                     seeds = (seed,) if isinstance(seed, int) else seed
-                    env = FrameEnv(spec, (*seeds, i), on_built)
+                    env = FrameEnv(spec, (*seeds, i), on_built, timeout_s)
                     env.reset()
             except ValueError:
                 raise  # a bad spec does not get better by retrying
