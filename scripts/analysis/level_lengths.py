@@ -4,9 +4,12 @@
     python -m scripts.analysis.level_lengths 1-1 1-2 [--budget-frames 400000] [--seed 0]
         [--out common/level_lengths.json]
 
-The search keeps the furthest snapshots it has reached (x, then fewer frames played) and, from
-one of them, plays a random burst of held buttons (mostly to the right, jumping, running): a burst
-that dies is dropped, one that gets further is kept. It ends at the flag (the game's own
+The search (after Go-Explore, Ecoffet et al. 2021) keeps one snapshot per cell of the level
+(Mario's x and y in 16-pixel tiles), the one reached in the fewest frames, and from a cell plays a
+random burst of held buttons (mostly to the right, jumping, running): a burst that dies is
+dropped, one that ends in a new cell is kept. Half the bursts start from the furthest cells, half
+from any cell, the less tried ones more often, so a detour that first loses ground (1-2's ledge)
+is found too. It ends at the flag (the game's own
 `flag_get`), or when the budget of NES frames runs out, which is reported with the furthest x.
 Deterministic for a seed. Results merge into `--out` with the command that produced them.
 """
@@ -55,7 +58,10 @@ class Result:
         return {"flag_x": self.flag_x, "max_x": self.max_x, "search_frames": self.frames}
 
 
-def measure(level: str, budget_frames: int, seed: int, keep: int = 64) -> Result:
+CELL = 16  # pixels: a cell is where Mario is, in 16x16 tiles
+
+
+def measure(level: str, budget_frames: int, seed: int) -> Result:
     from gym_super_mario_bros import SuperMarioBrosEnv
 
     world, stage = (int(x) for x in level.split("-"))
@@ -63,16 +69,30 @@ def measure(level: str, budget_frames: int, seed: int, keep: int = 64) -> Result
     env.reset()
     rng = np.random.default_rng([seed, world, stage])
     *_, info = env.step(0)
-    frontier = [Point(int(info["x_pos"]), -1, env.dump_state())]
+    # one snapshot per cell (x, y in tiles), the one reached in the fewest frames; a cell's
+    # `tries` count how often a burst started there
+    cells: dict[tuple[int, int], Point] = {}
+    tries: dict[tuple[int, int], int] = {}
+
+    def cell_of(info: dict) -> tuple[int, int]:
+        return int(info["x_pos"]) // CELL, int(info["y_pos"]) // CELL
+
+    cells[cell_of(info)] = Point(int(info["x_pos"]), -1, env.dump_state())
     played = 1
-    best = frontier[0].x
+    best = int(info["x_pos"])
     while played < budget_frames:
-        # the furthest points are tried most; older ones stay reachable to escape dead ends
-        pick = min(int(rng.geometric(0.3)) - 1, len(frontier) - 1)
-        start = frontier[pick]
+        keys = list(cells)
+        if rng.random() < 0.5:  # the furthest cells, most often the very furthest
+            keys.sort(key=lambda k: cells[k], reverse=True)
+            key = keys[min(int(rng.geometric(0.3)) - 1, len(keys) - 1)]
+        else:  # any cell, the less tried ones more often (Go-Explore's selection)
+            weights = np.array([1.0 / np.sqrt(1 + tries.get(k, 0)) for k in keys])
+            key = keys[int(rng.choice(len(keys), p=weights / weights.sum()))]
+        tries[key] = tries.get(key, 0) + 1
+        start = cells[key]
         env.load_state(start.state)
         frames = -start.neg_frames
-        x = start.x
+        ended = False
         for _ in range(int(rng.integers(1, 6))):  # holds in one burst
             button = BURST_BUTTONS[int(rng.integers(len(BURST_BUTTONS)))]
             for _ in range(FRAMES_PER_HOLD * int(rng.integers(1, 9))):
@@ -85,16 +105,16 @@ def measure(level: str, budget_frames: int, seed: int, keep: int = 64) -> Result
                         "%s: flag at x %d after %d search frames", level, info["x_pos"], played
                     )
                     return Result(level, int(info["x_pos"]), max(best, info["x_pos"]), played)
-                if terminated or truncated:
+                ended = terminated or truncated
+                if ended:
                     break
-            if terminated or truncated:
+            if ended:
                 break
-            x = int(info["x_pos"])
-        if terminated or truncated or x <= start.x:
+        if ended:  # died (or ran out of time): nothing to keep
             continue
-        frontier.append(Point(x, -frames, env.dump_state()))
-        frontier.sort(reverse=True)
-        del frontier[keep:]
+        x, here = int(info["x_pos"]), cell_of(info)
+        if here not in cells or -frames > cells[here].neg_frames:
+            cells[here] = Point(x, -frames, env.dump_state())
         if x > best:
             best = x
             log.debug("%s: x %d after %d search frames", level, x, played)
