@@ -37,11 +37,14 @@ bench: install
 # ---- running (scripts/service: one place for every command line) -------------------------------
 # Settings a user may give; each becomes the variable MARIO_<NAME> that scripts/service reads,
 # which has the defaults: N = one actor per core but one (at least 1), PORT 5555 (and PORT+1),
-# the learner on the GPU if there is one. RUN and LEVEL also serve eval and report below.
+# the learner on the GPU if there is one. RUN and LEVELS also serve eval and report below.
+# LEVELS is a set (1-1,1-2 | world:1 | all); LEVEL=1-1 still works, as a set of one.
 RUN ?= runs/default
 LEVEL ?= 1-1
+LEVELS ?= $(LEVEL)
 SERVICE_VARS := RUN HOST PORT DEVICE METRICS_HOST LEARNER_METRICS_PORT LEARNER_AUTOSTART \
-	LEARNER_ARGS N FIRST_ACTOR LEARNER ACTOR_METRICS_BASE LEVEL ACTOR_ARGS KEYS EVAL TARGETS
+	LEARNER_ARGS N FIRST_ACTOR LEARNER ACTOR_METRICS_BASE LEVELS SCHEDULE ACTOR_ARGS KEYS EVAL \
+	TARGETS
 SERVICE_ENV = $(foreach v,$(SERVICE_VARS),$(if $($(v)),MARIO_$(v)='$($(v))'))
 SERVICE = $(SERVICE_ENV) $(PY) -m scripts.service
 

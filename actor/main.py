@@ -106,6 +106,8 @@ class Actor:
 
     def _on_weights(self, weights: wire.Weights) -> None:
         load_weights(self.model, weights)
+        for env in self.envs:  # each env's next episode is drawn with the learner's weights
+            env.schedule.set_weights(weights.level_weights)
         self.metrics.policy_version.set(weights.policy_version)
 
     def _on_event(self, event: str) -> None:

@@ -10,6 +10,12 @@ stacks wherever they are needed.
 The game has no practical time limit, so an episode is truncated (not terminated) after
 `no_progress_steps` agent steps without a new maximum x position.
 
+NES Mario is deterministic, so a policy could pass by replaying one memorised button sequence.
+Two perturbations from the Atari benchmarks (Machado et al. 2018) make that impossible, for
+training and for evaluation: `sticky_actions` (each NES frame repeats the buttons of the frame
+before with that probability, instead of the agent's) and `noop_max` (each episode starts after
+0 to `noop_max` agent steps with no buttons pressed, the number drawn uniformly).
+
 Levels are either a set of Super Mario Bros stages ("1-1", "1-1,1-2", "world:1", "all"; see
 `common.levels`) or one Gymnasium id (anything else, e.g. "tests.fakes:Corridor-v0"), so tests can
 run a small env with the same observation format. An env with a set of stages draws the level of
@@ -37,7 +43,7 @@ import cv2
 import gymnasium as gym
 import numpy as np
 
-from common.levels import LevelSetError, UniformSchedule, is_stage, parse_levels
+from common.levels import LevelSchedule, LevelSetError, is_stage, parse_levels
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +103,8 @@ class EnvSpec:
     reward_clip: float = 0.0  # clip the per-step training reward to ±reward_clip; 0 = off
     flag_bonus: float = 0.0  # added on reaching the flag (the game's own +50 is clamped to 15)
     death_penalty: float = 0.0  # subtracted on death (the game's own -25 is clamped to -15)
+    sticky_actions: float = 0.0  # each NES frame repeats the previous frame's buttons with this p
+    noop_max: int = 0  # each episode starts with 0..noop_max agent steps of no buttons
 
     def problems(self) -> list[str]:
         """Every invalid field, each as a sentence saying what to change."""
@@ -120,6 +128,10 @@ class EnvSpec:
             out.append(f"reward_scale must be > 0, got {self.reward_scale}")
         if self.reward_clip < 0:
             out.append(f"reward_clip must be >= 0 (0 disables), got {self.reward_clip}")
+        if not 0 <= self.sticky_actions < 1:
+            out.append(f"sticky_actions must be in [0, 1) (0 = off), got {self.sticky_actions}")
+        if not 0 <= self.noop_max <= 1000:
+            out.append(f"noop_max must be in [0, 1000] (0 = off), got {self.noop_max}")
         return out
 
     @property
@@ -182,7 +194,8 @@ class FrameEnv:
         on_level_built: Callable[[float], object] = lambda seconds: None,
         build_timeout_s: float = 60.0,
     ):
-        """`seed` drives the draw of each episode's level from the set; `on_level_built(seconds)`
+        """`seed` drives the draw of each episode's level from the set, the sticky actions and the
+        no-op starts; `on_level_built(seconds)`
         is called for every emulator built after the first (the first is part of this
         constructor, which `build_envs` times), each under a `watchdog` of `build_timeout_s`."""
         problems = spec.problems()
@@ -192,11 +205,14 @@ class FrameEnv:
         size = spec.frame_size
         self._out = np.zeros((size, size), np.uint8)
         self._half: np.ndarray | None = None
-        self._schedule = UniformSchedule(spec.levels, seed)
+        seeds = (seed,) if isinstance(seed, int) else tuple(seed)
+        self.schedule = LevelSchedule(spec.levels, seeds)
+        self._rng = np.random.default_rng((*seeds, 1))  # sticky actions and no-op starts
+        self._held = 0  # the buttons of the last NES frame (sticky actions)
         self._games: dict[str, Any] = {}  # level -> its emulator, built when first drawn
         self._on_level_built = on_level_built
         self._build_timeout_s = build_timeout_s
-        self.level = self._schedule.levels[0]  # the level of the current episode
+        self.level = self.schedule.levels[0]  # the level of the current episode
         if spec.is_mario:
             self._games[self.level] = self._build(self.level)
             self._buttons = [
@@ -225,7 +241,7 @@ class FrameEnv:
 
     def _draw_level(self) -> None:
         """The next episode's level: its emulator, built now if this env never played it."""
-        self.level = self._schedule.next_level()
+        self.level = self.schedule.next_level()
         if self.level not in self._games:
             start = time.perf_counter()
             with watchdog(self._build_timeout_s, f"building the emulator of level {self.level}"):
@@ -272,10 +288,22 @@ class FrameEnv:
         view: copy it to keep it)."""
         self._draw_level()
         self._obs, info = self._env.reset()
+        self._held = 0
+        if self.spec.noop_max:
+            info = self._noop_start(info)
         self._new_episode()
         self._max_x = int(info.get("x_pos", 0))
         self._grab(self._gray[0])
         return self._finish_frame(self._gray[0], None)
+
+    def _noop_start(self, info: dict[str, Any]) -> dict[str, Any]:
+        """0..noop_max agent steps with no buttons; an episode that ends meanwhile restarts."""
+        for _ in range(int(self._rng.integers(self.spec.noop_max + 1)) * self.spec.frame_skip):
+            self._obs, _, terminated, truncated, info = self._env.step(0)
+            if terminated or truncated:
+                self._obs, info = self._env.reset()
+                break
+        return info
 
     def step(self, action: int) -> Step:
         button = self._buttons[action]
@@ -284,8 +312,12 @@ class FrameEnv:
         terminated = truncated = False
         info: dict[str, Any] = {}
         last = prev = None
+        sticky = self.spec.sticky_actions
+        repeats = self._rng.random(skip) < sticky if sticky else None
         for i in range(skip):
-            self._obs, r, terminated, truncated, info = self._env.step(button)
+            if repeats is None or not repeats[i]:
+                self._held = button
+            self._obs, r, terminated, truncated, info = self._env.step(self._held)
             reward += r
             done = terminated or truncated
             if i >= skip - 2 or done:

@@ -6,18 +6,32 @@ counts once, and the set keeps the order in which it was written. Anything that 
 stage ("tests.fakes:Corridor-v0") is a Gymnasium id and must stand alone: a set of one.
 
 Each env draws the level of its next episode from the set with its own random generator, so a
-run's draws are reproducible from its seed. The policy is never told which level it plays.
+run's draws are reproducible from its seed, and with the weights the learner last sent
+(`LevelSchedule.set_weights`; uniform until then). The policy is never told which level it plays.
+
+A level's length is the x position of its flag (or, in a castle, its axe), measured from the game
+by `scripts.analysis.level_lengths` and kept in common/level_lengths.json with the command that
+measured it. `progress` turns an episode's max x into a share of its level, so that levels of
+different lengths can be averaged and compared.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 WORLDS = range(1, 9)
 STAGES_PER_WORLD = range(1, 5)
 ALL_STAGES: tuple[str, ...] = tuple(f"{w}-{s}" for w in WORLDS for s in STAGES_PER_WORLD)
+# How actors draw each episode's level: all alike, or by the learner's progress weights
+Schedule = Literal["uniform", "progress"]
+LENGTHS_FILE = Path(__file__).with_name("level_lengths.json")
 
 _STAGE = re.compile(r"^([1-8])-([1-4])$")
 _WORLD = re.compile(r"^world:(\S*)$")
@@ -68,16 +82,60 @@ def _is_set_part(part: str) -> bool:
     return part == "all" or is_stage(part) or part.startswith("world:")
 
 
-class UniformSchedule:
-    """Every level of the set equally often, drawn independently per episode."""
+@cache
+def level_lengths() -> dict[str, int]:
+    """Each measured level's length: the x of its flag or axe (levels whose search never reached
+    it are left out)."""
+    rows = json.loads(LENGTHS_FILE.read_text())["levels"]
+    return {level: int(row["flag_x"]) for level, row in rows.items() if row.get("flag_x")}
+
+
+def progress(level: str, max_x: int, flag: bool = False) -> float | None:
+    """How far into its level an episode got, 0 to 1 (1 at the flag); None for a level of
+    unknown length (not measured, or not a stage)."""
+    if flag:
+        return 1.0
+    length = level_lengths().get(level)
+    if length is None:
+        return None
+    return min(max(max_x / length, 0.0), 1.0)
+
+
+def unmeasured(levels: tuple[str, ...]) -> list[str]:
+    """The stages of `levels` whose length is not known (their progress is None)."""
+    return [lv for lv in levels if is_stage(lv) and lv not in level_lengths()]
+
+
+class LevelSchedule:
+    """Draws each episode's level from the set: uniformly until `set_weights` gives the
+    learner's weights. Levels the weights leave out get the mean weight of those they name."""
 
     def __init__(self, levels: tuple[str, ...], seed: int | tuple[int, ...]):
         if not levels:
             raise LevelSetError("a schedule needs at least one level")
         self.levels = levels
         self._rng = np.random.default_rng(seed)
+        self._p: np.ndarray | None = None  # [L] probabilities; None = uniform
+
+    def set_weights(self, weights: Mapping[str, float]) -> None:
+        """Take the learner's per-level weights (any non-negative scale; {} = uniform)."""
+        known = [float(weights[lv]) for lv in self.levels if lv in weights]
+        if not known or sum(known) <= 0:
+            self._p = None
+            return
+        fill = sum(known) / len(known)
+        w = np.array([max(float(weights.get(lv, fill)), 0.0) for lv in self.levels])
+        self._p = w / w.sum()  # one assignment: a worker thread drawing sees old or new
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        n = len(self.levels)
+        return self._p if self._p is not None else np.full(n, 1.0 / n)
 
     def next_level(self) -> str:
         if len(self.levels) == 1:
             return self.levels[0]
-        return self.levels[int(self._rng.integers(len(self.levels)))]
+        p = self._p
+        if p is None:
+            return self.levels[int(self._rng.integers(len(self.levels)))]
+        return self.levels[int(self._rng.choice(len(self.levels), p=p))]

@@ -65,6 +65,7 @@ UPDATE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 # Non-negative: prometheus_client drops _sum (so mean returns) when a bucket bound is negative.
 RETURN_BUCKETS = (0, 100, 250, 500, 750, 1000, 1500, 2000, 2500, 3000, 3500)
 MAX_X_BUCKETS = (200, 400, 600, 800, 1000, 1200, 1400, 1700, 2000, 2300, 2600, 2900, 3100, 3300)
+PROGRESS_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 LENGTH_BUCKETS = (25, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000)
 ENV_BUILD_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 REPLAY_SAMPLE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1)
@@ -143,6 +144,11 @@ class LearnerMetrics(_Metrics):
         _M("episode_max_x", Histogram, "mario_episode_max_x", "Largest x position reached.", ("level",), MAX_X_BUCKETS),
         _M("episode_length", Histogram, "mario_episode_length_steps", "Episode agent steps.", ("level",), LENGTH_BUCKETS),
         _M("episodes", Counter, "mario_episodes", "Finished episodes, by level and outcome.", ("level", "outcome")),
+        _M("episode_progress", Histogram, "mario_episode_progress", "Max x as a share of the level's length (1 at the flag); levels of known length only.", ("level",), PROGRESS_BUCKETS),
+        # --- levels: the newest --level-window training episodes of each, and the schedule ---
+        _M("level_progress", Gauge, "mario_level_progress", "Mean progress of the level's newest training episodes (0-1).", ("level",)),
+        _M("level_flag_rate", Gauge, "mario_level_flag_rate", "Flag rate of the level's newest training episodes.", ("level",)),
+        _M("level_weight", Gauge, "mario_level_schedule_weight", "Probability with which actors draw the level for an episode.", ("level",)),
         # --- replay ---
         _M("replay_size", Gauge, "mario_replay_size_sequences", "Sequences in replay."),
         _M("replay_capacity", Gauge, "mario_replay_capacity_sequences", "Sequences replay can hold."),
@@ -177,9 +183,18 @@ class LearnerMetrics(_Metrics):
         self.messages_rejected.labels(reason if reason in REJECT_REASONS else "other").inc()
 
     def observe_episode(
-        self, level: str, outcome: str, episode_return: float, max_x: float, length_steps: int
+        self,
+        level: str,
+        outcome: str,
+        episode_return: float,
+        max_x: float,
+        length_steps: int,
+        progress: float | None = None,
     ) -> None:
-        """Record one finished episode in the per-level histograms and the episode counter."""
+        """Record one finished episode in the per-level histograms and the episode counter;
+        `progress` None (a level of unknown length) is left out of its histogram."""
+        if progress is not None:
+            self.episode_progress.labels(level).observe(progress)
         self.episode_return.labels(level).observe(episode_return)
         self.episode_max_x.labels(level).observe(max_x)
         self.episode_length.labels(level).observe(length_steps)

@@ -118,6 +118,63 @@ def verdict(now: dict[str, float], before: dict[str, float], window_s: float) ->
     return "balanced"
 
 
+def _by_level(samples: dict[str, float], name: str, label: str = "") -> dict[str, float]:
+    """`name`'s samples summed per value of their `level` label (only those with `label`)."""
+    out: dict[str, float] = {}
+    for key, value in samples.items():
+        if not key.startswith(name + "{"):
+            continue
+        labels = dict(kv.split("=", 1) for kv in key[len(name) + 1 : -1].split(","))
+        if "level" in labels and (not label or label in key[len(name) + 1 : -1].split(",")):
+            out[labels["level"]] = out.get(labels["level"], 0.0) + value
+    return out
+
+
+class LevelFigures(NamedTuple):
+    progress: float | None  # mean over its episodes; None: none, or a level of unknown length
+    flag_rate: float | None  # None: no episode
+    episodes: float
+
+
+def level_figures(now: dict[str, float], before: dict[str, float]) -> dict[str, LevelFigures]:
+    """Each level's mean progress and flag rate over the episodes that ended between the samples
+    `before` and `now`; only levels with an episode in between."""
+
+    def delta(name: str, label: str = "") -> dict[str, float]:
+        a, b = _by_level(now, name, label), _by_level(before, name, label)
+        return {lv: v - b.get(lv, 0.0) for lv, v in a.items()}
+
+    episodes = delta("mario_episode_return_count")
+    flags = delta("mario_episodes_total", "outcome=flag")
+    p_sum, p_count = delta("mario_episode_progress_sum"), delta("mario_episode_progress_count")
+    return {
+        lv: LevelFigures(
+            p_sum[lv] / p_count[lv] if p_count.get(lv, 0) > 0 else None,
+            flags.get(lv, 0.0) / n,
+            n,
+        )
+        for lv, n in sorted(episodes.items())
+        if n > 0
+    }
+
+
+def level_summary(figures: dict[str, LevelFigures]) -> str:
+    """ "progress 43%" for one level; for several, the mean over levels of each level's progress
+    and flag rate, then the weakest level: "set of 4: progress 43% flags 12%, weakest 1-3 18%"."""
+    known = {lv: f for lv, f in figures.items() if f.progress is not None}
+    if not known:
+        return "progress    -"
+    mean = sum(f.progress for f in known.values()) / len(known)  # type: ignore[misc]
+    if len(figures) == 1:
+        return f"progress {mean:4.0%}"
+    flags = sum(f.flag_rate or 0.0 for f in figures.values()) / len(figures)
+    weakest = min(known, key=lambda lv: known[lv].progress)  # type: ignore[arg-type,return-value]
+    return (
+        f"set of {len(figures)}: progress {mean:4.0%} flags {flags:4.0%}, "
+        f"weakest {weakest} {known[weakest].progress:4.0%}"
+    )
+
+
 def gpu_utilization(now: dict[str, float]) -> float | None:
     """Mean utilisation of the learner's GPUs (NVML, learner/gpu.py); None without a GPU."""
     values = [v for k, v in now.items() if k.startswith("mario_gpu_utilization_ratio")]
@@ -127,7 +184,8 @@ def gpu_utilization(now: dict[str, float]) -> float | None:
 def status_line(now: dict[str, float], before: dict[str, float], window_s: float) -> str:
     """Steps/s, updates, policy version, actors, and the mean return, mean max x and flag rate
     of the episodes that ended between the samples `before` and `now`, taken `window_s` seconds
-    apart; then the GPU's utilisation (on a GPU) and the bottleneck verdict of that window."""
+    apart, with their progress per level (`level_summary`); then the GPU's utilisation (on a GPU)
+    and the bottleneck verdict of that window."""
     episodes = _sum(now, "mario_episode_return_count") - _sum(before, "mario_episode_return_count")
 
     def delta_mean(name: str) -> str:
@@ -147,6 +205,7 @@ def status_line(now: dict[str, float], before: dict[str, float], window_s: float
         f"return {delta_mean('mario_episode_return')} | "
         f"max x {delta_mean('mario_episode_max_x')} | "
         f"flags {flag_rate} | "
+        f"{level_summary(level_figures(now, before))} | "
         f"{episodes:.0f} episodes in {window_s:.0f} s | "
         + (f"gpu {gpu:4.0%} | " if gpu is not None else "")
         + verdict(now, before, window_s)

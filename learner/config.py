@@ -22,6 +22,7 @@ from common.config import (
 )
 from common.config import option as _f
 from common.env import ACTION_SETS, ActionSet
+from common.levels import LevelSetError, Schedule, parse_levels
 from common.model import Arch, ModelSpec
 from learner.batch_size import BatchSize
 
@@ -39,6 +40,11 @@ class LearnerConfig:
     insecure: bool = _f(False, "allow a non-loopback --host without --curve-dir (anyone connects)")
     metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
     metrics_port: Port = _f(9000, "port of the /metrics HTTP server (0 = off)")
+    level: str = _f("1-1", "the run's levels, as the actors': 1-1 | 1-1,1-2 | world:1 | all")
+    level_schedule: Schedule = _f("uniform", "how actors draw each episode's level from the set")
+    schedule_temperature: Positive = _f(1.0, "progress schedule: rank temperature beta (PLR)")
+    schedule_staleness: UnitInterval = _f(0.1, "progress schedule: staleness share rho (PLR)")
+    level_window: PositiveInt = _f(50, "episodes per level behind its progress and flag rate")
     action_set: ActionSet = _f("simple", "the actors' action set (fixes the number of actions)")
     frame_size: PositiveInt = _f(84, "observation size in pixels (square)")
     arch: Arch = _f("small", "network, sent to the actors at registration")
@@ -108,8 +114,16 @@ class LearnerConfig:
             return BatchSize(self.batch_chunks, self.batch_chunks, self.batch_wait_s)
         return BatchSize(self.min_batch_chunks, self.max_batch_chunks, self.batch_wait_s)
 
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return parse_levels(self.level)
+
     def problems(self) -> list[str]:
         out = []
+        try:
+            parse_levels(self.level)
+        except LevelSetError as exc:
+            out.append(str(exc))
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             out.append(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if not (self.curve_dir or self.insecure or _loopback(self.host)):

@@ -25,6 +25,7 @@ from typing import Any
 import zmq
 
 from common import wire
+from common.levels import progress
 from common.metrics import LearnerMetrics
 from learner.batching import HostChunk, to_host
 
@@ -73,8 +74,11 @@ class Ingest:
         port: int,
         context: zmq.Context | None = None,
         socket_options: Callable[[zmq.Socket], None] | None = None,
+        on_episode: Callable[[wire.EpisodeStats], object] = lambda episode: None,
     ):
+        """`on_episode(e)` is called on the IO thread for every episode a chunk reports."""
         self.s = settings
+        self.on_episode = on_episode
         self.metrics = metrics
         self.policy_version = policy_version
         self.ctx = context or zmq.Context.instance()
@@ -323,7 +327,9 @@ class Ingest:
     def _on_chunk(self, info: ActorInfo, chunk: wire.Chunk) -> None:
         self.metrics.ingest_bytes.inc(chunk.payload_bytes)
         for e in chunk.episodes:
-            self.metrics.observe_episode(e.level, e.outcome, e.episode_return, e.max_x, e.length)
+            p = progress(e.level, e.max_x, e.flag)
+            self.metrics.observe_episode(e.level, e.outcome, e.episode_return, e.max_x, e.length, p)
+            self.on_episode(e)
             self.episodes.append(e)
             self._new_episodes.append((time.time(), info.actor_id, e))
         want_shape = (

@@ -28,6 +28,7 @@ from learner.batching import collate
 from learner.checkpoint import Totals
 from learner.config import LearnerConfig
 from learner.ingest import HostChunk, Ingest, IngestSettings
+from learner.levels import LevelStats
 from learner.mixing import ReplayMixer
 from learner.popart import PopArt
 from learner.publisher import Publisher
@@ -127,6 +128,13 @@ class TrainLoop:
         if cfg.curve_dir:
             self.curve = curve.CurveServer.start(cfg.curve_dir, context)
             log.info("CURVE on: %d authorised actor keys", self.curve.authorized_keys)
+        self.levels = LevelStats(
+            cfg.levels,
+            cfg.level_schedule,
+            cfg.level_window,
+            cfg.schedule_temperature,
+            cfg.schedule_staleness,
+        )
         self.ingest = Ingest(
             settings,
             self.metrics,
@@ -135,10 +143,19 @@ class TrainLoop:
             port=cfg.port,
             context=context,
             socket_options=self.curve.socket_options if self.curve else None,
+            on_episode=lambda e: self.levels.add(e.level, e.max_x, e.flag),
         )
-        self.publisher = Publisher(self.ingest.publish, model_spec, cfg.weights_dtype)
+        self.publisher = Publisher(
+            self.ingest.publish, model_spec, cfg.weights_dtype, self.levels.weights
+        )
         self.telemetry = Telemetry(
-            self.metrics, self.run_dir, self.learner, self.mixer, self.ingest, cfg.status_interval_s
+            self.metrics,
+            self.run_dir,
+            self.learner,
+            self.mixer,
+            self.ingest,
+            cfg.status_interval_s,
+            self.levels,
         )
 
     def save_checkpoint(self) -> Path:

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
-    metrics = LearnerMetrics()
+    metrics = LearnerMetrics(levels=cfg.levels)
     add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
     try:
         loop = TrainLoop(cfg, metrics)

@@ -18,8 +18,16 @@ from common import wire
 
 
 class Publisher:
-    def __init__(self, send: Callable[[list[bytes]], None], model_spec: dict, dtype: str):
+    def __init__(
+        self,
+        send: Callable[[list[bytes]], None],
+        model_spec: dict,
+        dtype: str,
+        level_weights: Callable[[], dict[str, float]] = dict,
+    ):
+        """`level_weights()` gives the level schedule's weights sent with each version."""
         self.send = send  # Ingest.publish: the frames of one message
+        self.level_weights = level_weights
         self.model_spec = model_spec
         self.dtype = np.float16 if dtype == "float16" else np.float32
         self._slot: tuple[int, dict[str, torch.Tensor]] | None = None
@@ -46,7 +54,12 @@ class Publisher:
             tensors = {
                 k: v.cpu().numpy().astype(self.dtype, copy=False) for k, v in snapshot.items()
             }
-            msg = wire.Weights(policy_version=version, tensors=tensors, model_spec=self.model_spec)
+            msg = wire.Weights(
+                policy_version=version,
+                tensors=tensors,
+                model_spec=self.model_spec,
+                level_weights=self.level_weights(),
+            )
             self.send(wire.encode(msg))
 
     def stop(self) -> None:

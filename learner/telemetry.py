@@ -15,11 +15,13 @@ import time
 import numpy as np
 
 from common import status
+from common.levels import progress
 from common.metrics import LearnerMetrics, RateWindow
 from common.rundir import RunDir, append_lines
 from common.wire import EpisodeStats
 from learner.checkpoint import Totals
 from learner.ingest import HostChunk, Ingest
+from learner.levels import LevelStats
 from learner.mixing import ReplayMixer
 from learner.update import Learner, UpdateStats
 
@@ -35,6 +37,7 @@ class Telemetry:
         mixer: ReplayMixer | None,
         ingest: Ingest,
         status_interval_s: float,
+        levels: LevelStats | None = None,
     ):
         self.metrics = metrics
         self.run = run
@@ -42,6 +45,7 @@ class Telemetry:
         self.mixer = mixer
         self.ingest = ingest
         self.status_interval_s = status_interval_s  # 0: no status line
+        self.levels = levels
         self.rate = RateWindow(30.0)  # fresh agent steps
         self.replay_rate = RateWindow(30.0)  # replayed agent steps
         self._skipped_reported = 0
@@ -135,6 +139,7 @@ class Telemetry:
         row |= {"entropy": entropy, "grad_norm": grad_norm, "clip_fraction": clip_fraction}
         row |= {"epochs": stats.epochs, "value_scale": value_scale}
         row |= {"sgd_steps": self.learner.sgd_steps, **loss, **self._record_replay()}
+        row |= self._record_levels()
         append_lines(self.run.metrics, [json.dumps(row)])
 
     def _record_replay(self) -> dict[str, float]:
@@ -153,12 +158,30 @@ class Telemetry:
                 m.replay_priority.labels(stat).set(v)
         return {"replay_size": r.size, "replay_sample_insert_ratio": self.mixer.sample_insert_ratio}
 
+    def _record_levels(self) -> dict[str, dict]:
+        """Each level's window statistics and schedule weight as gauges; their part of the
+        metrics.jsonl row: {"levels": {level: {"progress", "flag_rate", "weight"}}}."""
+        if self.levels is None:
+            return {}
+        m, weights = self.metrics, self.levels.weights()
+        out = {}
+        for level, s in self.levels.summary().items():
+            weight = weights.get(level, 1.0 / len(self.levels.levels))
+            if s.progress is not None:
+                m.level_progress.labels(level).set(s.progress)
+            if s.flag_rate is not None:
+                m.level_flag_rate.labels(level).set(s.flag_rate)
+            m.level_weight.labels(level).set(weight)
+            out[level] = {"progress": s.progress, "flag_rate": s.flag_rate, "weight": weight}
+        return {"levels": out}
+
     def _log_episodes(self, totals: Totals) -> None:
         """Append every newly reported training episode to RUN/episodes.jsonl (learning curves)."""
         rows = []
         for t, actor_id, e in self.ingest.drain_episodes():
             row = {"time": t, "env_frames": totals.env_frames, "actor_id": actor_id}
             row |= {"level": e.level, "max_x": e.max_x, "flag": e.flag, "return": e.episode_return}
+            row |= {"progress": progress(e.level, e.max_x, e.flag)}
             rows.append(json.dumps(row | {"length": e.length, "outcome": e.outcome}))
         append_lines(self.run.episodes, rows)
 

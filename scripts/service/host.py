@@ -17,7 +17,9 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
+from common.levels import LevelSetError, Schedule, parse_levels
 from common.rundir import RunDir, atomic_write
 
 PREFIX = "MARIO_"
@@ -25,6 +27,10 @@ PREFIX = "MARIO_"
 
 def _cores() -> int:
     return os.process_cpu_count() or 1
+
+
+# Variables that were renamed: old -> (new, what it now takes)
+RENAMED = {"LEVEL": ("LEVELS", "a set: 1-1 | 1-1,1-2 | world:1 | all")}
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,8 @@ class Host:
     first_actor: int = 0  # ids first_actor .. first_actor + n - 1
     learner: str = ""  # HOST:PORT the actors connect to; empty = 127.0.0.1:PORT
     actor_metrics_base: int = 9100  # actor i serves /metrics on BASE + i (0 = off)
-    level: str = "1-1"
+    levels: str = "1-1"  # the run's level set: 1-1 | 1-1,1-2 | world:1 | all
+    schedule: str = ""  # the learner's --level-schedule (uniform | progress); empty = its default
     actor_args: str = ""  # more actor flags (the eval actor's too)
     keys: str = ""  # CURVE keys made by `make keys` (empty = off)
     eval: bool | None = None  # the eval actor (id first_actor + n) runs here; None: as learner
@@ -55,7 +62,11 @@ class Host:
         """The settings in `environ` (unset or empty variables keep their defaults), then
         `overrides`; ValueError naming every variable that does not parse."""
         values: dict[str, object] = {}
-        problems = []
+        problems = [
+            f"{PREFIX}{old}={environ[PREFIX + old]!r}: renamed {PREFIX}{new} ({why})"
+            for old, (new, why) in RENAMED.items()
+            if environ.get(PREFIX + old)
+        ]
         for f in dataclasses.fields(cls):
             raw = environ.get(PREFIX + f.name.upper(), "")
             if raw == "":
@@ -86,6 +97,14 @@ class Host:
             out.append(f"PORT must be in [1, 65534] (PORT+1 is used too), got {self.port}")
         if "'" in self.learner_args + self.actor_args:
             out.append("LEARNER_ARGS and ACTOR_ARGS take no single quotes")
+        try:
+            parse_levels(self.levels)
+        except LevelSetError as exc:
+            out.append(f"LEVELS: {exc}")
+        if self.schedule not in ("", *get_args(Schedule)):
+            out.append(
+                f"SCHEDULE must be one of {', '.join(get_args(Schedule))}, got {self.schedule!r}"
+            )
         return out
 
     @property
@@ -168,6 +187,7 @@ def learner_argv(h: Host) -> list[str]:
     argv = [sys.executable, "-m", "learner", "--run-dir", h.run, "--host", h.host]
     argv += ["--port", str(h.port), "--device", h.device]
     argv += ["--metrics-host", h.metrics_host, "--metrics-port", str(h.learner_metrics_port)]
+    argv += ["--level", h.levels] + (["--level-schedule", h.schedule] if h.schedule else [])
     if h.keys:
         argv += ["--curve-dir", f"{h.keys}/learner"]
     if (threads := learner_threads(h)) is not None:
@@ -181,7 +201,7 @@ def _actor_common(h: Host, actor_id: int) -> list[str]:
     argv += ["--metrics-host", h.metrics_host, "--metrics-port", str(metrics_port)]
     if h.keys:
         argv += ["--curve-dir", f"{h.keys}/actor-{actor_id}"]
-    return argv + ["--level", h.level]
+    return argv + ["--level", h.levels]
 
 
 def actor_argv(h: Host, actor_id: int) -> list[str]:

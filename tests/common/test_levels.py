@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import collections
 
+import numpy as np
 import pytest
 
-from common.levels import ALL_STAGES, LevelSetError, UniformSchedule, parse_levels
+from common.levels import (
+    ALL_STAGES,
+    LevelSchedule,
+    LevelSetError,
+    level_lengths,
+    parse_levels,
+    progress,
+    unmeasured,
+)
 
 
 def test_the_32_stages_in_game_order():
@@ -46,13 +55,37 @@ def test_every_bad_part_is_named_with_what_is_allowed():
 
 def test_uniform_draws_every_level_about_equally_and_repeats_with_its_seed():
     levels = parse_levels("world:1")
-    a, b = UniformSchedule(levels, seed=3), UniformSchedule(levels, seed=3)
+    a, b = LevelSchedule(levels, seed=3), LevelSchedule(levels, seed=3)
     draws = [a.next_level() for _ in range(4000)]
     assert draws == [b.next_level() for _ in range(4000)]
     counts = collections.Counter(draws)
     assert set(counts) == set(levels)
     assert all(800 <= n <= 1200 for n in counts.values()), counts  # 1000 +- 6 sigma
-    assert [UniformSchedule(("1-1",), seed=s).next_level() for s in range(3)] == ["1-1"] * 3
+    assert [LevelSchedule(("1-1",), seed=s).next_level() for s in range(3)] == ["1-1"] * 3
+
+
+def test_the_learners_weights_set_the_draws_and_levels_they_leave_out_get_their_mean():
+    levels = ("1-1", "1-2", "1-3")
+    s = LevelSchedule(levels, seed=0)
+    s.set_weights({"1-1": 6.0, "1-2": 2.0})  # 1-3 unnamed: the mean, 4
+    np.testing.assert_allclose(s.probabilities, [0.5, 1 / 6, 1 / 3])
+    counts = collections.Counter(s.next_level() for _ in range(6000))
+    for level, p in zip(levels, s.probabilities, strict=True):
+        assert abs(counts[level] - 6000 * p) < 6 * np.sqrt(6000 * p * (1 - p)), counts
+    s.set_weights({"4-1": 1.0})  # nothing of this set: uniform again
+    np.testing.assert_allclose(s.probabilities, [1 / 3] * 3)
+    s.set_weights({})
+    np.testing.assert_allclose(s.probabilities, [1 / 3] * 3)
+
+
+def test_progress_is_max_x_over_the_measured_length_and_one_at_the_flag():
+    length = level_lengths()["1-1"]
+    assert progress("1-1", length // 2) == pytest.approx((length // 2) / length)
+    assert progress("1-1", 10 * length) == 1.0  # a warp or an odd x never passes 100%
+    assert progress("1-1", 40, flag=True) == 1.0
+    assert progress("tests.fakes:Corridor-v0", 40) is None
+    assert set(parse_levels("world:1")) <= set(level_lengths())
+    assert unmeasured(("1-1", "tests.fakes:Corridor-v0")) == []
 
 
 def test_an_env_of_a_set_plays_each_drawn_level_on_its_own_emulator():

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client.core import GaugeMetricFamily
 
 from common import status
+from common.levels import level_lengths, progress
 from common.metrics import ActorMetrics, LearnerMetrics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy/grafana/dashboards/mario-impala.json"
@@ -31,11 +32,12 @@ def fields(line: str) -> dict[str, str]:
     out["return"] = parts[4].split()[1]
     out["max x"] = parts[5].split()[2]
     out["flags"] = parts[6].split()[1].removesuffix("%")
-    m = re.fullmatch(r"(\d+) episodes in (\d+) s", parts[7])
+    out["levels"] = parts[7]
+    m = re.fullmatch(r"(\d+) episodes in (\d+) s", parts[8])
     assert m, line
     out["episodes"], out["window_s"] = m.groups()
-    if parts[8].startswith("gpu "):
-        out["gpu"] = parts[8].split()[1].removesuffix("%")
+    if parts[9].startswith("gpu "):
+        out["gpu"] = parts[9].split()[1].removesuffix("%")
     out["verdict"] = parts[-1]
     return out
 
@@ -62,6 +64,36 @@ def test_the_line_shows_the_counters_and_the_means_of_episodes_between_two_sampl
     assert float(f["max x"]) == pytest.approx(np.mean([e[3] for e in episodes]), abs=0.05)
     flag_pct = 100 * np.mean([e[1] == "flag" for e in episodes])
     assert float(f["flags"]) == pytest.approx(flag_pct, abs=0.05)
+
+
+def test_a_set_shows_its_mean_progress_and_flag_rate_over_levels_and_its_weakest_level():
+    m = LearnerMetrics(levels=["1-1", "1-3"])
+    m.observe_episode("1-3", "death", 1.0, 100.0, 10, progress("1-3", 100))  # before the window
+    before = sample(m)
+    episodes = [("1-1", "flag", 3161), ("1-1", "death", 1000), ("1-3", "death", 600)]
+    episodes += [("1-3", "no_progress", 1200), ("1-3", "death", 300)]
+    for level, outcome, x in episodes:
+        m.observe_episode(level, outcome, 1.0, x, 9, progress(level, x, outcome == "flag"))
+    f = fields(status.status_line(sample(m), before, 5.0))
+    per_level = {
+        lv: [progress(lv, x, o == "flag") for lv2, o, x in episodes if lv2 == lv]
+        for lv in ("1-1", "1-3")
+    }
+    mean = np.mean([np.mean(p) for p in per_level.values()])  # each level alike
+    flags = np.mean([0.5, 0.0])
+    weakest = 100 * np.mean(per_level["1-3"])
+    assert f["levels"] == (
+        f"set of 2: progress {mean:4.0%} flags {flags:4.0%}, weakest 1-3 {weakest / 100:4.0%}"
+    )
+    one = LearnerMetrics(levels=["1-1"])
+    one.observe_episode("1-1", "death", 1.0, 1000, 9, progress("1-1", 1000))
+    assert fields(status.status_line(sample(one), {}, 5.0))["levels"] == (
+        f"progress {1000 / level_lengths()['1-1']:4.0%}"
+    )
+    # a level of unknown length (a Gymnasium id) has no progress
+    gym = LearnerMetrics(levels=["tests.fakes:Corridor-v0"])
+    gym.observe_episode("tests.fakes:Corridor-v0", "death", 1.0, 5, 9, None)
+    assert fields(status.status_line(sample(gym), {}, 5.0))["levels"] == "progress    -"
 
 
 def test_no_episode_in_the_window_shows_dashes():

@@ -99,7 +99,8 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
         "FIRST_ACTOR": 16,
         "PORT": 6000,
         "KEYS": keys,
-        "LEVEL": "1-2",
+        "LEVELS": "1-2,world:4",
+        "SCHEDULE": "progress",
         "LEARNER_ARGS": "--batch-chunks 2 --seed 3",
         "ACTOR_ARGS": "--num-envs 1",
     }
@@ -119,13 +120,14 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
     # and each is a command line its process accepts, with what the settings say
     learner = config_io.load(LearnerConfig, train["learner"][3:], prog="learner", description="")
     assert (learner.port, learner.batch_chunks, learner.seed) == (6000, 2, 3)
+    assert (learner.level, learner.level_schedule) == ("1-2,world:4", "progress")
     assert learner.curve_dir == f"{keys}/learner"
     assert learner.run_dir == str(tmp_path / "run")
     actor = config_io.load(ActorConfig, train["actor-17"][3:], prog="actor", description="")
     assert (actor.actor_id, actor.learner, actor.level, actor.num_envs) == (
         17,
         "127.0.0.1:6000",
-        "1-2",
+        "1-2,world:4",
         1,
     )
     assert (actor.metrics_port, actor.curve_dir) == (9117, f"{keys}/actor-17")
@@ -141,3 +143,14 @@ def test_make_commands_prints_what_make_train_starts(tmp_path, monkeypatch):
         name: shlex.split(line) for name, _, line in (ln.partition(": ") for ln in out.splitlines())
     }
     assert listed == supervisord_commands("train", variables, monkeypatch)
+
+
+def test_level_stays_a_set_of_one_and_bad_sets_are_refused_by_name(tmp_path):
+    out = make("commands", variables={"RUN": tmp_path / "run", "N": 1, "LEVEL": "1-2"})
+    for line in out.splitlines():
+        assert "--level 1-2" in line, line  # learner, actor and eval actor alike
+    problems = hosts.Host(levels="1-5,world:9", schedule="hardest").resolved().problems()
+    assert len(problems) == 2 and "'1-5'" in problems[0] and "'world:9'" in problems[0]
+    assert problems[1] == "SCHEDULE must be one of uniform, progress, got 'hardest'"
+    with pytest.raises(ValueError, match="MARIO_LEVEL='1-1': renamed MARIO_LEVELS"):
+        hosts.Host.from_env({"MARIO_LEVEL": "1-1"})
