@@ -79,6 +79,7 @@ class Actor:
             seed=(cfg.seed, cfg.actor_id),
         )
         self.num_actions = self.envs[0].num_actions
+        self._show_schedule()
         self.model: ActorCritic | None = None  # from the learner's Welcome
         self.unroll_length = 0  # likewise
         self.lanes: list[Lane] = []  # built for them once no lane is stepping
@@ -108,7 +109,13 @@ class Actor:
         load_weights(self.model, weights)
         for env in self.envs:  # each env's next episode is drawn with the learner's weights
             env.schedule.set_weights(weights.level_weights)
+        self._show_schedule()
         self.metrics.policy_version.set(weights.policy_version)
+
+    def _show_schedule(self) -> None:
+        schedule = self.envs[0].schedule
+        for level, p in zip(schedule.levels, schedule.probabilities, strict=True):
+            self.metrics.level_probability.labels(level).set(p)
 
     def _on_event(self, event: str) -> None:
         if event == "reconnect":

@@ -216,6 +216,7 @@ class ActorMetrics(_Metrics):
         _M("flow_control_wait_seconds", Counter, "mario_actor_flow_control_wait_seconds", "Time blocked waiting for a send credit."),
         _M("policy_version", Gauge, "mario_actor_policy_version", "Acting policy version."),
         _M("episodes", Counter, "mario_actor_episodes", "Finished episodes.", ("level", "outcome")),
+        _M("level_probability", Gauge, "mario_actor_level_probability", "Probability with which this actor's envs draw the level of an episode (the learner's schedule).", ("level",)),
         _M("chunks_sent", Counter, "mario_actor_chunks_sent", "Chunks sent."),
         _M("reconnects", Counter, "mario_actor_reconnects", "New sessions with the learner: after a silence, or a learner that forgot this actor."),
         _M("credits", Gauge, "mario_actor_credits", "Send credits in hand."),
