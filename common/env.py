@@ -193,11 +193,15 @@ class FrameEnv:
         seed: int | tuple[int, ...] = 0,
         on_level_built: Callable[[float], object] = lambda seconds: None,
         build_timeout_s: float = 60.0,
+        on_level_failed: Callable[[], object] = lambda: None,
+        build_retries: int = 2,
     ):
         """`seed` drives the draw of each episode's level from the set, the sticky actions and the
         no-op starts; `on_level_built(seconds)`
         is called for every emulator built after the first (the first is part of this
-        constructor, which `build_envs` times), each under a `watchdog` of `build_timeout_s`."""
+        constructor, which `build_envs` times), each under a `watchdog` of `build_timeout_s`,
+        retried `build_retries` times after a failure (each one reported by `on_level_failed()`)
+        before EnvBuildError."""
         problems = spec.problems()
         if problems:
             raise ValueError("invalid env spec: " + "; ".join(problems))
@@ -211,7 +215,9 @@ class FrameEnv:
         self._held = 0  # the buttons of the last NES frame (sticky actions)
         self._games: dict[str, Any] = {}  # level -> its emulator, built when first drawn
         self._on_level_built = on_level_built
+        self._on_level_failed = on_level_failed
         self._build_timeout_s = build_timeout_s
+        self._build_retries = build_retries
         self.level = self.schedule.levels[0]  # the level of the current episode
         if spec.is_mario:
             self._games[self.level] = self._build(self.level)
@@ -242,10 +248,23 @@ class FrameEnv:
     def _draw_level(self) -> None:
         """The next episode's level: its emulator, built now if this env never played it."""
         self.level = self.schedule.next_level()
-        if self.level not in self._games:
+        for attempt in range(self._build_retries + 1):
+            if self.level in self._games:
+                break
             start = time.perf_counter()
-            with watchdog(self._build_timeout_s, f"building the emulator of level {self.level}"):
-                self._games[self.level] = self._build(self.level)
+            try:
+                with watchdog(self._build_timeout_s, f"building the emulator of {self.level}"):
+                    self._games[self.level] = self._build(self.level)
+            except Exception as exc:
+                self._on_level_failed()
+                if attempt == self._build_retries:
+                    raise EnvBuildError(
+                        f"could not build the emulator of level {self.level} after "
+                        f"{attempt + 1} attempts: {type(exc).__name__}: {exc}"
+                    ) from exc
+                log.warning("building level %s failed (%s); retrying", self.level, exc)
+                time.sleep(0.5 * 2**attempt)
+                continue
             seconds = time.perf_counter() - start
             log.info("built the emulator of level %s in %.2f s", self.level, seconds)
             self._on_level_built(seconds)
@@ -419,7 +438,7 @@ def build_envs(
             try:
                 with watchdog(timeout_s, f"building env {i} ({spec.level})"):
                     seeds = (seed,) if isinstance(seed, int) else seed
-                    env = FrameEnv(spec, (*seeds, i), on_built, timeout_s)
+                    env = FrameEnv(spec, (*seeds, i), on_built, timeout_s, on_failed, retries)
                     env.reset()
             except ValueError:
                 raise  # a bad spec does not get better by retrying

@@ -30,7 +30,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--run-dir", default="runs/soak", help="emptied first (default runs/soak)")
     p.add_argument("--actors", type=int, default=2, help="training actors (default 2)")
     p.add_argument("--seed", type=int, default=0, help="seeds the fault schedule and the rogue")
-    p.add_argument("--level", default="1-1")
+    p.add_argument(
+        "--levels", "--level", default="1-1", help="the run's levels: 1-1 | world:1 | all"
+    )
     p.add_argument("--device", default="cpu", help="learner device (default cpu)")
     p.add_argument("--checkpoint-interval-s", type=float, default=5.0)
     p.add_argument("--actor-kill-every-s", type=float, default=30.0)

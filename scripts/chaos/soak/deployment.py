@@ -22,7 +22,7 @@ STARTSECS = 10.0  # deploy/supervisord/mario-impala.conf: a process younger than
 
 class Deployment:
     """`make up` / `make down` of a learner, `actors` actors and the eval actor, on ports of their
-    own; `settings`: more Host fields (level, device, learner_args, actor_args)."""
+    own; `settings`: more Host fields (levels, device, learner_args, actor_args)."""
 
     def __init__(self, run_dir: Path, actors: int, **settings: Any):
         self.actors = [f"actor-{i}" for i in range(actors)]

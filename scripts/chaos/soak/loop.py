@@ -34,7 +34,7 @@ class Soak:
         self.run_dir = Path(args.run_dir).resolve()
         self.duration_s = args.minutes * 60
         self.rng = random.Random(args.seed)  # which actor to kill
-        settings = {"level": args.level, "device": args.device, "actor_args": args.actor_args}
+        settings = {"levels": args.levels, "device": args.device, "actor_args": args.actor_args}
         flags = f"--checkpoint-interval-s {args.checkpoint_interval_s:g} {args.learner_args}"
         self.deploy = Deployment(self.run_dir, args.actors, learner_args=flags, **settings)
         self.actors = self.deploy.actors
@@ -157,7 +157,7 @@ class Soak:
 
     def run(self) -> dict[str, Any]:
         self.log("building the rogue's copies of real traffic")
-        traffic = real_traffic(self.args.level, self.args.seed)
+        traffic = real_traffic(self.args.levels, self.args.seed)
         port, pending = self.deploy.host.port, list(self.faults)
         self.log(
             "make up", run=self.run_dir, port=port, actors=len(self.actors), faults=len(pending)
