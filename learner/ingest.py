@@ -25,7 +25,7 @@ from typing import Any
 import zmq
 
 from common import wire
-from common.levels import progress
+from common.levels import LevelSetError, parse_levels, progress
 from common.metrics import LearnerMetrics
 from learner.batching import HostChunk, to_host
 
@@ -55,8 +55,16 @@ class IngestSettings:
     max_policy_lag: int
     heartbeat_interval_s: float
     actor_timeout_s: float
+    levels: tuple[str, ...] = ()  # the run's level set (the schedule's); () = not checked
     pin_memory: bool = False
     limits: wire.Limits = field(default_factory=lambda: wire.DEFAULT_LIMITS)
+
+
+def _levels_of(text: str) -> tuple[str, ...]:
+    try:
+        return parse_levels(text)
+    except LevelSetError:
+        return (text,)
 
 
 class BindError(RuntimeError):
@@ -295,6 +303,15 @@ class Ingest:
             identity, msg.actor_id, msg.instance_id, frame_skip, level, time.monotonic()
         )
         log.info("actor %d registered (%s, %d envs)", msg.actor_id, level, msg.num_envs)
+        outside = [lv for lv in _levels_of(level) if lv not in self.s.levels]
+        if self.s.levels and outside:
+            log.warning(
+                "actor %d plays %s, outside the learner's --level %s: their episodes are "
+                "counted but the schedule never draws them; give both the same levels",
+                msg.actor_id,
+                ",".join(outside),
+                ",".join(self.s.levels),
+            )
         self.metrics.actors_connected.set(len(self.actors))
         welcome = wire.Welcome(
             credits=self.s.credits_per_actor,

@@ -122,6 +122,7 @@ class TrainLoop:
             max_policy_lag=cfg.max_policy_lag,
             heartbeat_interval_s=cfg.heartbeat_interval_s,
             actor_timeout_s=cfg.actor_timeout_s,
+            levels=cfg.levels,
             pin_memory=self.device.type == "cuda",
         )
         context = zmq.Context.instance()

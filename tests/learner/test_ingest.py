@@ -9,6 +9,7 @@ import pytest
 import zmq
 
 from common import wire
+from common.levels import level_lengths
 from common.metrics import LearnerMetrics
 from learner.ingest import Ingest, IngestSettings
 from tests.fakes import make_chunk
@@ -206,3 +207,42 @@ def test_silent_actor_is_forgotten(ingest):
     wait_for(lambda: counter(ingest, "mario_actors_connected") == 1)
     wait_for(lambda: counter(ingest, "mario_actors_connected") == 0, timeout_s=8)
     assert not ingest.actors
+
+
+def test_episodes_reach_the_level_statistics_and_foreign_levels_are_named(caplog):
+    seen = []
+    settings = IngestSettings(
+        run_id="r",
+        env_spec={"action_set": "simple", "frame_size": S},
+        model_spec=MODEL,
+        unroll_length=T,
+        credits_per_actor=2,
+        queue_chunks=3,
+        max_policy_lag=5,
+        heartbeat_interval_s=0.5,
+        actor_timeout_s=3,
+        levels=("1-1", "1-2"),
+    )
+    port = free_port(2)
+    ing = Ingest(
+        settings, LearnerMetrics(), lambda: 0, host="127.0.0.1", port=port, on_episode=seen.append
+    )
+    ing.start()
+    try:
+        c = Client(port)
+        with caplog.at_level("WARNING"):
+            c.send(register(env_spec={**ENV, "level": "1-2,4-1"}))
+            assert c.recv() == WELCOME
+        assert "plays 4-1, outside the learner's --level 1-1,1-2" in caplog.text
+        episode = wire.EpisodeStats(
+            level="1-2", episode_return=1.0, length=3, max_x=1000, flag=False, outcome="death"
+        )
+        c.send(chunk(episodes=(episode,)))
+        assert isinstance(c.recv(), wire.Credit)
+        assert seen == [episode]
+        progress = ing.metrics.registry.get_sample_value(
+            "mario_episode_progress_sum", {"level": "1-2"}
+        )
+        assert progress == pytest.approx(1000 / level_lengths()["1-2"])
+    finally:
+        ing.stop()
