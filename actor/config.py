@@ -40,6 +40,7 @@ class ActorConfig:
     death_penalty: float = _f(0.0, "env-side penalty for dying")
     sticky_actions: float = _f(0.0, "each NES frame repeats the last buttons with this p (0 = off)")
     noop_max: int = _f(0, "episodes start after 0..N agent steps without buttons (0 = off)")
+    stall_terminates: bool = _f(False, "the no-progress cutoff terminates (no bootstrap)")
     torch_threads: PositiveInt = _f(1, "torch CPU threads for inference")
     heartbeat_interval_s: Positive = _f(1.0, "seconds between heartbeats to the learner")
     learner_timeout_s: Positive = _f(10.0, "reconnect after this long without word")

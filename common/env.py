@@ -8,7 +8,9 @@ stacking is not done here: a frame is produced, sent and stored once, and `commo
 stacks wherever they are needed.
 
 The game has no practical time limit, so an episode is truncated (not terminated) after
-`no_progress_steps` agent steps without a new maximum x position.
+`no_progress_steps` agent steps without a new maximum x position; with `stall_terminates` that
+cutoff is a termination instead, so a place where the agent gets stuck is worth nothing more
+to it rather than what the value function expected of it.
 
 NES Mario is deterministic, so a policy could pass by replaying one memorised button sequence.
 Two perturbations from the Atari benchmarks (Machado et al. 2018) make that impossible, for
@@ -105,6 +107,7 @@ class EnvSpec:
     death_penalty: float = 0.0  # subtracted on death (the game's own -25 is clamped to -15)
     sticky_actions: float = 0.0  # each NES frame repeats the previous frame's buttons with this p
     noop_max: int = 0  # each episode starts with 0..noop_max agent steps of no buttons
+    stall_terminates: bool = False  # the no-progress cutoff ends the episode as a termination
 
     def problems(self) -> list[str]:
         """Every invalid field, each as a sentence saying what to change."""
@@ -356,19 +359,24 @@ class FrameEnv:
             self._since_progress += 1
         cutoff = self.spec.no_progress_steps
         no_progress = cutoff > 0 and self._since_progress >= cutoff and not terminated
-        truncated = truncated or no_progress
         shaped = reward
         if terminated:
             shaped += self.spec.flag_bonus if flag else -self.spec.death_penalty
+        if no_progress and self.spec.stall_terminates:
+            terminated = True  # a stall is the end: nothing to bootstrap from
+        else:
+            truncated = truncated or no_progress
         shaped *= self.spec.reward_scale
         if self.spec.reward_clip > 0:
             shaped = max(-self.spec.reward_clip, min(self.spec.reward_clip, shaped))
         episode = None
         if terminated or truncated:
-            if terminated:
+            if no_progress:
+                outcome = "no_progress"
+            elif terminated:
                 outcome = "flag" if flag else "death"
             else:
-                outcome = "no_progress" if no_progress else "other"
+                outcome = "other"
             episode = EpisodeSummary(
                 self.level, self._return, self._length, self._max_x, flag, outcome
             )

@@ -79,6 +79,20 @@ def test_no_progress_cutoff_truncates():
     assert last.episode.length == 10 and not last.episode.flag
 
 
+def test_a_stall_can_terminate_instead_and_still_reads_no_progress():
+    env = FrameEnv(EnvSpec(no_progress_steps=10, stall_terminates=True, death_penalty=5.0))
+    plain = FrameEnv(EnvSpec(no_progress_steps=10))
+    env.reset()
+    plain.reset()
+    steps = [env.step(0) for _ in range(10)]
+    same = [plain.step(0) for _ in range(10)]
+    assert not any(s.terminated or s.truncated for s in steps[:-1])
+    last = steps[-1]
+    assert last.terminated and not last.truncated
+    assert last.episode is not None and last.episode.outcome == "no_progress"
+    assert [s.reward for s in steps] == [s.reward for s in same]  # not a death: no penalty
+
+
 def test_shaping_is_off_by_default_and_scales_when_set():
     plain, scaled = FrameEnv(EnvSpec()), FrameEnv(EnvSpec(reward_scale=0.1, reward_clip=0.5))
     plain.reset(), scaled.reset()
