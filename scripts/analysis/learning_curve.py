@@ -99,6 +99,13 @@ def _xs(ws: list[Window]) -> tuple[list[float], list[float]]:
     return [w.env_frames / 1e6 for w in ws], [w.end_s / 60 for w in ws]
 
 
+def _from_zero(axes) -> None:
+    """Shares and flag rates from 0, and a flat 0% curve at the bottom, not in the middle."""
+    for ax in axes.flat:
+        bottom, top = ax.get_ylim()
+        ax.set_ylim(0, max(5.0, top))
+
+
 def plot_levels(by_level: dict[str, list[Window]], path: Path, title: str = "") -> None:
     """One run: a curve per level and their mean (thick, black) of progress (top; a level of
     unknown length by its mean max x, on the right axis) and flag rate (bottom), against env
@@ -129,6 +136,7 @@ def plot_levels(by_level: dict[str, list[Window]], path: Path, title: str = "") 
                     xs, [w.mean_max_x for w in ws], linestyle="--", label=f"{level} (x)"
                 )
             axes[1, col].plot(xs, [100 * (w.flag_rate or 0.0) for w in ws], label=level, **style)
+    _from_zero(axes)
     axes[0, 0].set_ylabel("progress per window (%)")
     axes[1, 0].set_ylabel("flag rate per window (%)")
     axes[1, 0].set_xlabel("env frames (millions)")
@@ -171,6 +179,7 @@ def plot_runs_by_level(runs: dict[str, dict[str, list[Window]]], path: Path) -> 
                 axes[r, c].plot(x, y, marker="." if len(ws) < 60 else None, label=name)
         axes[r, 0].set_ylabel(f"{level}\n{'progress (%)' if known else 'mean max x'}")
         axes[r, 2].set_ylabel("flag rate (%)")
+    _from_zero(axes)
     for c, what in enumerate(
         (
             "progress vs env frames (M)",
