@@ -7,9 +7,13 @@ PYTHON313 ?= $(shell for p in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python
 	$$p -c 'import sys; assert sys.version_info[:2] == (3, 13)' >/dev/null 2>&1 && { echo $$p; break; }; done)
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast lint bench
+.PHONY: install install-tensorboard test test-fast lint bench
 
 install: $(STAMP)
+
+# the optional extra of the learner's --tensorboard (make install brings it too, for the tests)
+install-tensorboard: install
+	$(PY) -m pip install --quiet -e '.[tensorboard]'
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON313)" || { echo "error: python3.13 not found; install it (pyenv install 3.13) or pass PYTHON313=/path/to/python3.13" >&2; exit 1; }

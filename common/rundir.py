@@ -22,6 +22,7 @@ class RunDir:
         self.latest = self.checkpoints / "latest"  # names the newest checkpoint
         self.metrics = self.root / "metrics.jsonl"  # the learner's numbers every few seconds
         self.episodes = self.root / "episodes.jsonl"  # a row per training episode
+        self.tensorboard = self.root / "tensorboard"  # --tensorboard's event files
         self.eval = self.root / "eval"  # the eval actor's and `make eval`'s videos, summaries
         self.logs = self.root / "logs"  # supervisord's log and its programs'
         self.lock = self.root / ".lock"  # flocked by the learner that owns the run; its pid

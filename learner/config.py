@@ -24,6 +24,7 @@ from common.config import option as _f
 from common.env import ACTION_SETS, ActionSet
 from common.levels import LevelSetError, Schedule, parse_levels
 from common.model import Arch, ModelSpec
+from learner import tensorboard
 from learner.batch_size import BatchSize
 
 WeightsDtype = Literal["float32", "float16"]
@@ -90,6 +91,7 @@ class LearnerConfig:
     heartbeat_interval_s: Positive = _f(1.0, "seconds between heartbeats to actors")
     actor_timeout_s: Positive = _f(15.0, "forget an actor silent this long")
     max_updates: Count = _f(0, "stop after this many updates (0 = run until stopped)")
+    tensorboard: bool = _f(False, "also write the curves as TensorBoard scalars in RUN/tensorboard")
     status_interval_s: NonNegative = _f(0.0, "print a status line to stderr this often (0 = off)")
     torch_threads: Count = _f(0, "torch CPU threads (0 = torch's default)")
     seed: Count = _f(0, "random seed")
@@ -132,6 +134,8 @@ class LearnerConfig:
                 "authorised actors can connect, or pass --insecure"
             )
         out += curve.learner_problems(self.curve_dir)
+        if self.tensorboard:
+            out += tensorboard.problems()
         if self.replay_capacity and self.replay_min_size > self.replay_capacity:
             out.append(
                 f"replay_min_size ({self.replay_min_size}) must be <= replay_capacity "

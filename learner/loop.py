@@ -33,6 +33,7 @@ from learner.mixing import ReplayMixer
 from learner.popart import PopArt
 from learner.publisher import Publisher
 from learner.telemetry import Telemetry
+from learner.tensorboard import ScalarLog
 from learner.update import Hyper, Learner
 
 log = logging.getLogger("learner")
@@ -157,6 +158,7 @@ class TrainLoop:
             self.ingest,
             cfg.status_interval_s,
             self.levels,
+            ScalarLog(self.run_dir.tensorboard) if cfg.tensorboard else None,
         )
 
     def save_checkpoint(self) -> Path:

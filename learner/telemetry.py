@@ -23,6 +23,7 @@ from learner.checkpoint import Totals
 from learner.ingest import HostChunk, Ingest
 from learner.levels import LevelStats
 from learner.mixing import ReplayMixer
+from learner.tensorboard import ScalarLog
 from learner.update import Learner, UpdateStats
 
 RECORD_EVERY_S = 2.0
@@ -38,6 +39,7 @@ class Telemetry:
         ingest: Ingest,
         status_interval_s: float,
         levels: LevelStats | None = None,
+        tensorboard: ScalarLog | None = None,
     ):
         self.metrics = metrics
         self.run = run
@@ -46,6 +48,7 @@ class Telemetry:
         self.ingest = ingest
         self.status_interval_s = status_interval_s  # 0: no status line
         self.levels = levels
+        self.tensorboard = tensorboard  # --tensorboard: each metrics.jsonl row as scalars too
         self.rate = RateWindow(30.0)  # fresh agent steps
         self.replay_rate = RateWindow(30.0)  # replayed agent steps
         self._skipped_reported = 0
@@ -112,6 +115,8 @@ class Telemetry:
     def close(self) -> None:
         if self.status_interval_s:
             sys.stderr.write("\n")  # the status line ends
+        if self.tensorboard is not None:
+            self.tensorboard.close()
 
     def _record(self, stats: UpdateStats, totals: Totals) -> None:
         """The last update's losses, the rates and replay's state: as metrics and as a row of
@@ -141,6 +146,8 @@ class Telemetry:
         row |= {"sgd_steps": self.learner.sgd_steps, **loss, **self._record_replay()}
         row |= self._record_levels()
         append_lines(self.run.metrics, [json.dumps(row)])
+        if self.tensorboard is not None:
+            self.tensorboard.write(row)
 
     def _record_replay(self) -> dict[str, float]:
         """Replay's metrics set; its part of the metrics.jsonl row ({} without replay)."""

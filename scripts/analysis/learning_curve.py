@@ -1,97 +1,41 @@
-"""Learning curves from RUN/episodes.jsonl: mean max x and flag rate per window of wall time.
+"""Learning curves from RUN/episodes.jsonl: mean max x, progress and flag rate per window of wall
+time, for the run and for each of its levels.
 
     python -m scripts.analysis.learning_curve RUN [RUN ...] [--window-s 120] [--level 1-1]
+                                              [--by-level] [--plot FILE.png]
 
 Each training episode the actors report is one line of RUN/episodes.jsonl, with its arrival time
 and the learner's env frames then; the learner's start is a `{"event": "start"}` line. A window
 holds the episodes that *ended* in it, counted from the first start, so a curve means the same
 however fast the run goes. Prints one table per run (and, for several runs, their windows side by
 side); `scripts/report.py` draws the same windows.
+
+The windows themselves, and each episode's progress (its max x as a share of its level), come
+from `scripts.analysis.episode_windows`. A run over several levels (or any run, with --by-level)
+also gets two tables with a column per level and their mean, each level weighted alike: progress
+(a level of unknown length shows its mean max x instead, and stays out of the mean), and flag
+rate. With --plot, such runs are drawn level by level, a row of panels per level, the runs side
+by side (a 1-1 run beside a World 1 run in the 1-1 row).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
+from common.levels import ALL_STAGES, level_lengths
 from common.rundir import RunDir
-
-
-class Window(NamedTuple):
-    end_s: float  # seconds from the learner's start to the window's end
-    env_frames: int  # the learner's env frames at the last episode of the window (0 if none)
-    episodes: int
-    mean_max_x: float | None
-    median_max_x: float | None
-    flag_rate: float | None
-
-
-class Episodes(NamedTuple):
-    start: float  # unix time of the learner's first start
-    time: np.ndarray  # [E] unix time each episode arrived
-    env_frames: np.ndarray  # [E]
-    max_x: np.ndarray  # [E]
-    flag: np.ndarray  # [E] bool
-    malformed: int  # lines that were not JSON objects of the expected shape
-
-
-def read_episodes(path: Path, level: str | None = None) -> Episodes:
-    """Parse RUN/episodes.jsonl, skipping (and counting) lines that do not parse."""
-    start = None
-    rows: list[tuple[float, int, int, bool]] = []
-    malformed = 0
-    for line in path.read_text().splitlines():
-        try:
-            d = json.loads(line)
-            if d.get("event") == "start":
-                start = float(d["time"]) if start is None else start
-                continue
-            if level and d.get("level") != level:
-                continue
-            rows.append((float(d["time"]), int(d["env_frames"]), int(d["max_x"]), bool(d["flag"])))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            malformed += 1
-    if not rows and start is None:
-        raise ValueError(f"{path} has no episodes and no start line")
-    arr = np.array(rows, dtype=np.float64).reshape(-1, 4)
-    first = start if start is not None else float(arr[:, 0].min())
-    return Episodes(
-        first, arr[:, 0], arr[:, 1].astype(np.int64), arr[:, 2], arr[:, 3] > 0, malformed
-    )
-
-
-def windows(eps: Episodes, window_s: float, until_s: float | None = None) -> list[Window]:
-    """Consecutive windows of `window_s` from the start; the last partial window is left out."""
-    if window_s <= 0:
-        raise ValueError(f"window_s must be > 0, got {window_s}")
-    rel = eps.time - eps.start  # [E]
-    horizon = float(rel.max()) if rel.size else 0.0
-    if until_s is not None:
-        horizon = min(horizon, until_s)
-    out = []
-    k = 1
-    while k * window_s <= horizon + 1e-9:
-        lo, hi = (k - 1) * window_s, k * window_s
-        sel = (rel > lo) & (rel <= hi)
-        n = int(sel.sum())
-        out.append(
-            Window(
-                hi,
-                int(eps.env_frames[sel].max()) if n else 0,
-                n,
-                float(eps.max_x[sel].mean()) if n else None,
-                float(np.median(eps.max_x[sel])) if n else None,
-                float(eps.flag[sel].mean()) if n else None,
-            )
-        )
-        k += 1
-    return out
-
+from scripts.analysis.episode_windows import (
+    MEAN,
+    Episodes,
+    Window,
+    read_episodes,
+    windows,
+    windows_by_level,
+)
 
 # Sample Factory 2.1.1 APPO on a 2-core machine like the project's dev machines, same env stack
 # (skip 4, gray 84x84, stack 4, SIMPLE_MOVEMENT, game reward x 0.1, gamma 0.9): mean max x per
@@ -108,13 +52,18 @@ SAMPLE_FACTORY_1_1 = (
 RANDOM_1_1 = 637.0
 
 
-def plot_curves(runs: dict[str, list[Window]], path: Path, reference: bool = True) -> None:
-    """Mean max x and flag rate per window against env frames (left) and minutes (right)."""
+def _pyplot():
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # files only: never look for a display
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_curves(runs: dict[str, list[Window]], path: Path, reference: bool = True) -> None:
+    """Mean max x and flag rate per window against env frames (left) and minutes (right)."""
+    plt = _pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharey="row")
     for name, ws in runs.items():
         ws = [w for w in ws if w.mean_max_x is not None]
@@ -145,6 +94,109 @@ def plot_curves(runs: dict[str, list[Window]], path: Path, reference: bool = Tru
     plt.close(fig)
 
 
+def _xs(ws: list[Window]) -> tuple[list[float], list[float]]:
+    """Env frames (millions) and minutes at each window's end."""
+    return [w.env_frames / 1e6 for w in ws], [w.end_s / 60 for w in ws]
+
+
+def _from_zero(axes) -> None:
+    """Shares and flag rates from 0, and a flat 0% curve at the bottom, not in the middle."""
+    for ax in axes.flat:
+        bottom, top = ax.get_ylim()
+        ax.set_ylim(0, max(5.0, top))
+
+
+def plot_levels(by_level: dict[str, list[Window]], path: Path, title: str = "") -> None:
+    """One run: a curve per level and their mean (thick, black) of progress (top; a level of
+    unknown length by its mean max x, on the right axis) and flag rate (bottom), against env
+    frames (left) and minutes (right). Windows without an episode of the level are left out."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharey="row")
+    right = [None, None]  # twin axes for max x, made when a level of unknown length has one
+    for level, ws in by_level.items():
+        ws = [w for w in ws if w.episodes and w.env_frames]
+        mean = level == MEAN
+        style = (
+            {"color": "black", "linewidth": 2.5}
+            if mean
+            else {"marker": "." if len(ws) < 60 else None}
+        )
+        known = mean or level in level_lengths()
+        for col, xs in enumerate(_xs(ws)):
+            if known:
+                ys = [w.mean_progress for w in ws]
+                axes[0, col].plot(
+                    xs, [np.nan if y is None else 100 * y for y in ys], label=level, **style
+                )
+            else:
+                if right[col] is None:
+                    right[col] = axes[0, col].twinx()
+                    right[col].set_ylabel("mean max x (levels of unknown length)")
+                right[col].plot(
+                    xs, [w.mean_max_x for w in ws], linestyle="--", label=f"{level} (x)"
+                )
+            axes[1, col].plot(xs, [100 * (w.flag_rate or 0.0) for w in ws], label=level, **style)
+    _from_zero(axes)
+    axes[0, 0].set_ylabel("progress per window (%)")
+    axes[1, 0].set_ylabel("flag rate per window (%)")
+    axes[1, 0].set_xlabel("env frames (millions)")
+    axes[1, 1].set_xlabel("minutes since the learner started")
+    for ax in axes.flat:
+        ax.grid(alpha=0.3)
+    axes[0, 1].legend(fontsize=8, loc="upper left", ncol=2 if len(by_level) > 8 else 1)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_runs_by_level(runs: dict[str, dict[str, list[Window]]], path: Path) -> None:
+    """Several runs level by level: a row per level (then the mean over levels, for runs of
+    several), a curve per run, of progress and flag rate against env frames and minutes."""
+    plt = _pyplot()
+    stages = {lv: i for i, lv in enumerate(ALL_STAGES)}
+    levels = sorted(
+        {lv for ls in runs.values() for lv in ls},
+        key=lambda lv: (lv == MEAN, stages.get(lv, len(stages)), lv),
+    )
+    fig, axes = plt.subplots(len(levels), 4, figsize=(18, 2.8 * len(levels) + 0.6), squeeze=False)
+    for r, level in enumerate(levels):
+        known = level == MEAN or level in level_lengths()
+        for name, by_level in runs.items():
+            ws = [w for w in by_level.get(level, []) if w.episodes and w.env_frames]
+            if not ws:
+                continue
+            frames, minutes = _xs(ws)
+            if known:
+                ys = [np.nan if w.mean_progress is None else 100 * w.mean_progress for w in ws]
+            else:
+                ys = [w.mean_max_x for w in ws]
+            flags = [100 * (w.flag_rate or 0.0) for w in ws]
+            for c, (x, y) in enumerate(
+                ((frames, ys), (minutes, ys), (frames, flags), (minutes, flags))
+            ):
+                axes[r, c].plot(x, y, marker="." if len(ws) < 60 else None, label=name)
+        axes[r, 0].set_ylabel(f"{level}\n{'progress (%)' if known else 'mean max x'}")
+        axes[r, 2].set_ylabel("flag rate (%)")
+    _from_zero(axes)
+    for c, what in enumerate(
+        (
+            "progress vs env frames (M)",
+            "progress vs minutes",
+            "flag rate vs env frames (M)",
+            "flag rate vs minutes",
+        )
+    ):
+        axes[0, c].set_title(what, fontsize=10)
+    for ax in axes.flat:
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
@@ -163,18 +215,56 @@ def table(name: str, ws: list[Window]) -> str:
     return "\n".join(lines)
 
 
+def _progress_cell(w: Window, known_length: bool) -> str:
+    """Progress, or for a level of unknown length its mean max x ("x 1,234")."""
+    if known_length:
+        return _fmt(w.mean_progress, ".1%")
+    return "-" if w.mean_max_x is None else f"x {w.mean_max_x:,.0f}"
+
+
+def level_tables(name: str, by_level: dict[str, list[Window]]) -> str:
+    """Two tables of one run's windows, a column per level (and the mean): progress (mean max x
+    for a level of unknown length), then flag rate; each cell says how many episodes."""
+    levels = list(by_level)
+    known = {lv: lv == MEAN or lv in level_lengths() for lv in levels}
+    head = "| minute | env frames | " + " | ".join(levels) + " |"
+    rule = "|---|---|" + "---|" * len(levels)
+    out = []
+    for title, cell in (
+        ("progress", lambda lv, w: _progress_cell(w, known[lv])),
+        ("flag rate", lambda lv, w: _fmt(w.flag_rate, ".1%")),
+    ):
+        lines = [f"## {name}: {title} by level (episodes)", head, rule]
+        for ws in zip(*by_level.values(), strict=True):
+            frames = max(w.env_frames for w in ws)
+            cells = [f"{cell(lv, w)} ({w.episodes})" for lv, w in zip(levels, ws, strict=True)]
+            lines.append(f"| {ws[0].end_s / 60:g} | {frames:,} | " + " | ".join(cells) + " |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+def _by_level_wanted(eps: Episodes, forced: bool) -> bool:
+    return forced or len(set(eps.level.tolist())) > 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("runs", nargs="+", type=Path, help="run directories with episodes.jsonl")
     p.add_argument("--window-s", type=float, default=120.0, help="window length in seconds")
     p.add_argument("--until-s", type=float, default=None, help="ignore episodes after this")
     p.add_argument("--level", default=None, help="only this level's episodes (default: all)")
+    p.add_argument(
+        "--by-level",
+        action="store_true",
+        help="per-level tables and plots (automatic for a run of several levels)",
+    )
     p.add_argument("--plot", type=Path, default=None, help="also draw the curves into this PNG")
     p.add_argument(
         "--no-reference", action="store_true", help="leave out Sample Factory and random on 1-1"
     )
     args = p.parse_args(argv)
     curves: dict[str, list[Window]] = {}
+    by_level: dict[str, dict[str, list[Window]]] = {}
     for run in args.runs:
         path = RunDir(run).episodes
         if not path.exists():
@@ -185,11 +275,22 @@ def main(argv: list[str] | None = None) -> int:
         eps = read_episodes(path, args.level)
         curves[run.name] = windows(eps, args.window_s, args.until_s)
         print(table(str(run), curves[run.name]))
+        if _by_level_wanted(eps, args.by_level):
+            by_level[run.name] = windows_by_level(eps, args.window_s, args.until_s)
+            print()
+            print(level_tables(str(run), by_level[run.name]))
         if eps.malformed:
             print(f"({eps.malformed} malformed lines skipped)")
         print()
     if args.plot:
-        plot_curves(curves, args.plot, reference=not args.no_reference)
+        if by_level:  # every run level by level, beside the runs of one level
+            for run in args.runs:
+                if run.name not in by_level:
+                    eps = read_episodes(RunDir(run).episodes, args.level)
+                    by_level[run.name] = windows_by_level(eps, args.window_s, args.until_s)
+            plot_runs_by_level({name: by_level[name] for name in curves}, args.plot)
+        else:
+            plot_curves(curves, args.plot, reference=not args.no_reference)
         print(f"wrote {args.plot}")
     return 0
 

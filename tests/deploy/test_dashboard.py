@@ -56,7 +56,16 @@ def test_every_query_panel_uses_the_provisioned_datasource(db):
 
 def test_the_rows_the_docs_describe_are_there(db):
     rows = [p["title"] for p in db["panels"] if p["type"] == "row"]
-    for row in ("Bottleneck", "Throughput", d.GPU_ROW, "Learner", "Episodes", "Actors", d.EVAL_ROW):
+    for row in (
+        "Bottleneck",
+        "Throughput",
+        d.GPU_ROW,
+        "Learner",
+        "Episodes",
+        "Levels",
+        "Actors",
+        d.EVAL_ROW,
+    ):
         assert row in rows
     titles = {p["title"] for _, p in d.panels(db)}
     assert {"Bottleneck", "Bottleneck indicators", "How to read the bottleneck panels"} <= titles

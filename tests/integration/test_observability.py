@@ -58,6 +58,7 @@ MUST_EXIST = {
     "mario_actor_env_frames_total": "counter",
 }
 
+LEVELS = "1-1,1-2"  # the learner's and the actors' set
 DEADLINE_S = 120  # from the learner's start until every query has data
 MIN_HISTORY_S = 20  # of scraped samples before the queries are judged
 
@@ -186,6 +187,7 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
                     *("--device", "cpu", "--batch-chunks", "2", "--unroll-length", "16"),
                     *("--checkpoint-interval-s", "600"),
                     *("--replay-fraction", "0.5"),  # replay is off by default; its panels too
+                    *("--level", LEVELS),  # two levels: the Levels row has a series per level
                 ],
                 logs[0],
             )
@@ -196,7 +198,7 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
                     [
                         *(PY, "-m", "actor", "--learner", f"127.0.0.1:{port}"),
                         *("--actor-id", str(i), "--metrics-port", str(actor_metrics + i)),
-                        *("--num-envs", "2", "--level", "1-1"),
+                        *("--num-envs", "2", "--level", LEVELS),
                     ],
                     logs[1 + i],
                 )

@@ -134,3 +134,46 @@ def test_make_report(tmp_path):
         [*cmd, f"RUN={tmp_path / 'nope'}"], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert missing.returncode != 0 and "does not exist" in missing.stderr
+
+
+def write_episodes(run_dir: Path, levels: tuple[str, ...], minutes: int = 6) -> None:
+    """RUN/episodes.jsonl of a run over `levels`: episode k = 1, 2, ... ends at 2k s on
+    levels[k % len(levels)], at k / 200 of its length, and at the flag when on 1-1 with k % 10 = 0."""
+    from common.levels import level_lengths
+
+    lines = [json.dumps({"event": "start", "time": T0, "env_frames": 0})]
+    for k in range(1, 30 * minutes + 1):
+        level = levels[k % len(levels)]
+        flag = level == "1-1" and k % 10 == 0
+        x = round(level_lengths()[level] * k / 200)
+        row = {"time": T0 + 2.0 * k, "env_frames": 1000 * k, "actor_id": 0, "level": level}
+        row |= {"max_x": x, "flag": flag, "return": 1.0, "length": 10}
+        row |= {"outcome": "flag" if flag else "death", "progress": 1.0 if flag else k / 200}
+        lines.append(json.dumps(row))
+    RunDir(run_dir).episodes.write_text("\n".join(lines) + "\n")
+
+
+def test_a_run_of_several_levels_gets_their_curves_and_a_table_with_their_mean(tmp_path):
+    run, other = tmp_path / "world", tmp_path / "one"
+    write_log(run, rows=3)
+    write_episodes(run, ("1-1", "1-2"))
+    write_log(other, rows=3)
+    write_episodes(other, ("1-1",))
+    assert report.main(["--run-dir", str(run), "--compare", str(other)]) == 0
+    out = run / "report"
+    md = (out / "REPORT.md").read_text()
+    for png in ("curve.png", "levels.png", "levels-compare.png"):
+        assert f"]({png})" in md and (out / png).read_bytes()[:4] == b"\x89PNG"
+    # even k on 1-1, odd on 1-2; the newest 50 of 1-1 are k = 82..180, ten of them at the flag
+    assert "| 1-1 | 90 | 72.0% | 20.0% | 80.0% | 2,845 |" in md
+    assert "| 1-2 | 90 | 65.0% | 0.0% | 75.0% | 2,829 |" in md  # k = 81..179
+    assert "| mean (levels alike) | 180 | 68.5% | 10.0% | | |" in md
+
+
+def test_a_run_of_one_level_gets_its_progress_and_no_mean(tmp_path):
+    write_log(tmp_path / "run", rows=3)
+    write_episodes(tmp_path / "run", ("1-1",))
+    assert report.main(["--run-dir", str(tmp_path / "run")]) == 0
+    md = (tmp_path / "run/report/REPORT.md").read_text()
+    assert "](levels.png)" in md and "| 1-1 | 180 |" in md
+    assert "mean (levels alike)" not in md and "levels-compare" not in md

@@ -1,0 +1,114 @@
+"""--tensorboard: a real learner trained by a real actor on two levels writes event files whose
+scalars TensorBoard reads back, level by level, at the metrics log's env frames; without the
+tensorboard package the learner refuses to start and says what to install."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from common.rundir import RunDir
+from learner.tensorboard import INSTALL, scalars
+from tests import procs
+
+LEVELS = "1-1,1-2"
+
+
+def test_a_metrics_row_becomes_scalars_per_level_and_their_mean():
+    row = {"time": 1.0, "env_frames": 4096, "mean_max_x": 700.0, "mean_return": None}
+    row |= {"flag_rate": 0.0, "agent_steps_per_s": 250.0, "total_loss": 1.5, "entropy": 1.9}
+    row["levels"] = {
+        "1-1": {"progress": 0.25, "flag_rate": 0.1, "weight": 0.7},
+        "1-2": {"progress": 0.75, "flag_rate": 0.0, "weight": 0.3},
+        "9-9": {"progress": None, "flag_rate": None, "weight": 0.0},  # no episode yet
+    }
+    assert scalars(row) == {
+        "episodes/mean_max_x": 700.0,
+        "episodes/flag_rate": 0.0,
+        "throughput/agent_steps_per_s": 250.0,
+        "loss/total": 1.5,
+        "policy/entropy": 1.9,
+        "level/1-1/progress": 0.25,
+        "level/1-1/flag_rate": 0.1,
+        "level/1-1/weight": 0.7,
+        "level/1-2/progress": 0.75,
+        "level/1-2/flag_rate": 0.0,
+        "level/1-2/weight": 0.3,
+        "level/9-9/weight": 0.0,
+        "levels/mean_progress": 0.5,
+        "levels/mean_flag_rate": pytest.approx(0.05),
+    }
+    assert scalars({"time": 1.0, "env_frames": 0}) == {}  # a row of nothing yet
+
+
+def test_without_tensorboard_the_learner_refuses_and_says_what_to_install(tmp_path):
+    hidden = (
+        "import sys; sys.modules['tensorboard'] = None; "  # as if it were not installed
+        "from learner.main import main; sys.exit(main(sys.argv[1:]))"
+    )
+    argv = ["--run-dir", str(tmp_path / "run"), "--tensorboard", "--metrics-port", "0"]
+    proc = subprocess.run(
+        [sys.executable, "-c", hidden, *argv],
+        cwd=procs.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--tensorboard needs the tensorboard package" in proc.stderr
+    assert INSTALL in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_learner_writes_the_curves_tensorboard_reads_back(tmp_path):
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator",
+        reason=f"tensorboard not installed: {INSTALL}",
+    )
+    run = RunDir(tmp_path / "run")
+    port = procs.free_port(2)
+    learner = procs.learner(
+        run.root, port, procs.free_port(), "--tensorboard", "--level", LEVELS,
+        "--unroll-length", "16", "--batch-chunks", "1",
+    )  # fmt: skip
+    actor = procs.actor(
+        tmp_path, port, 0, procs.free_port(), "--level", LEVELS, "--num-envs", "2",
+        "--no-progress-steps", "20",
+    )  # fmt: skip
+
+    def both_levels_have_progress() -> bool:
+        if not run.metrics.exists():
+            return False
+        last = run.metrics.read_text().splitlines()[-1:]
+        levels = json.loads(last[0]).get("levels", {}) if last else {}
+        return all((levels.get(lv) or {}).get("progress") is not None for lv in LEVELS.split(","))
+
+    try:
+        procs.wait_until(
+            "a record with progress on both levels",
+            both_levels_have_progress,
+            240,
+            [learner, actor],
+        )
+    finally:
+        actor.stop()
+        assert learner.stop(30) == 0, learner.output()[-3000:]  # closes the event file
+    rows = [json.loads(line) for line in run.metrics.read_text().splitlines()]
+    acc = event_accumulator.EventAccumulator(str(run.tensorboard))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    for level in LEVELS.split(","):
+        assert {f"level/{level}/{k}" for k in ("progress", "flag_rate", "weight")} <= tags
+    assert {"levels/mean_progress", "levels/mean_flag_rate", "episodes/mean_max_x"} <= tags
+    assert {"throughput/agent_steps_per_s", "loss/total", "policy/entropy"} <= tags
+    # every record is a point, at the env frames of its metrics.jsonl row, with its value
+    entropy = acc.Scalars("policy/entropy")
+    assert [e.step for e in entropy] == [r["env_frames"] for r in rows]
+    assert [e.value for e in entropy] == pytest.approx([r["entropy"] for r in rows], rel=1e-6)
+    progress = {e.step: e.value for e in acc.Scalars("level/1-2/progress")}
+    last = rows[-1]
+    assert progress[last["env_frames"]] == pytest.approx(last["levels"]["1-2"]["progress"])
