@@ -69,12 +69,14 @@ commands: install
 	@$(SERVICE) commands
 
 # ---- evaluation and reports (docs/EVALUATION.md) ----------------------------------------------
-# RUN's latest checkpoint, or CKPT=file; EPISODES per policy; POLICY=both (greedy, then sampled),
-# greedy or sampled (GREEDY=1 / GREEDY=0, as before, pick one); EVAL_ARGS passes more flags
-# (e.g. --scale 2 --no-progress-steps 100 --out DIR).
+# RUN's latest checkpoint, or CKPT=file, on every level of LEVELS; EPISODES per policy and level;
+# POLICY=both (greedy, then sampled), greedy or sampled (GREEDY=1 / GREEDY=0, as before, pick
+# one); PERTURB=1 plays each level plain and perturbed (sticky actions 0.25, no-op starts 0..30)
+# side by side; EVAL_ARGS passes more flags (e.g. --scale 2 --no-progress-steps 100 --out DIR).
 CKPT ?=
 EPISODES ?= 5
 POLICY ?= both
+PERTURB ?=
 # make report COMPARE="runs/a runs/b" draws those runs' learning curves beside RUN's
 COMPARE ?=
 GREEDY ?=
@@ -83,8 +85,8 @@ EVAL_ARGS ?=
 .PHONY: eval report soak
 
 eval: install
-	$(PY) -m scripts.evaluate $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) --level $(LEVEL) \
-		--episodes $(EPISODES) $(if $(DEVICE),--device $(DEVICE)) \
+	$(PY) -m scripts.evaluate $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) --levels $(LEVELS) \
+		--episodes $(EPISODES) $(if $(DEVICE),--device $(DEVICE)) $(if $(filter 1,$(PERTURB)),--perturbed) \
 		--policy $(if $(GREEDY),$(if $(filter 1,$(GREEDY)),greedy,sampled),$(POLICY)) $(EVAL_ARGS)
 
 report: install

@@ -7,13 +7,23 @@ Every `eval_interval_s` it plays `eval_episodes` greedy episodes (argmax actions
 the fixed start state, so one is enough) and then `eval_sampled_episodes` sampled ones (actions
 drawn from the policy, as the actors play, from a generator seeded by `--seed` and the actor id)
 with the newest policy, applied between episodes. It exports `mario_eval_*` metrics per level and
-policy (means and the median over each policy's last `eval_window` episodes), and keeps the video
-and summary of its best episode so far, of either policy, in `eval_dir` (best-<level>.mp4 /
-.json). Between evaluations it only keeps the connection alive, so it costs little CPU.
+policy (means and the median over each policy's last `eval_window` episodes on that level, and
+the mean progress where the level's length is known), and keeps the video and summary of each
+level's best episode so far, of either policy, in `eval_dir` (best-<level>.mp4 / .json). Between
+evaluations it only keeps the connection alive, so it costs little CPU.
+
+With a set of levels, the evaluations take the levels in turn, one level each: an evaluation
+costs the same whatever the set's size (the eval actor's CPU share and the weights it judges stay
+as fresh as with one level), and every level is judged once every len(levels) evaluations, none
+starved or favoured. Each level's gauges therefore refresh every len(levels) x `eval_interval_s`
+(4 minutes for world:1 at the default 60 s; shorten the interval for a large set). Each level
+gets its own emulator, built when its first turn comes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import statistics
@@ -36,7 +46,8 @@ from actor.evaluation import (
 )
 from actor.link import link_for, load_weights, welcomed_spec
 from common import wire
-from common.env import EpisodeSummary, build_envs
+from common.env import EpisodeSummary, FrameEnv, build_envs
+from common.levels import progress
 from common.metrics import EvalMetrics
 from common.model import ActorCritic
 from common.rundir import atomic_write
@@ -50,15 +61,25 @@ class EvalRunner:
         self.metrics = metrics
         self.out_dir = Path(cfg.eval_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        spec = cfg.env_spec()
-        self.env = build_envs(spec, 1, timeout_s=cfg.build_timeout_s, retries=cfg.build_retries)[0]
+        self.spec = cfg.env_spec()
+        self.levels = self.spec.levels
+        self.envs: dict[str, FrameEnv] = {}  # level -> its env, built at the level's first turn
+        self._env(self.levels[0])  # a build that fails does so at startup
         self.counts = {"greedy": cfg.eval_episodes, "sampled": cfg.eval_sampled_episodes}
-        self.windows = {name: deque(maxlen=cfg.eval_window) for name in self.counts}
+        # (level, policy) -> its last episodes, and the best of their mean max x so far
+        self.windows = {
+            (level, name): deque(maxlen=cfg.eval_window)
+            for level in self.levels
+            for name in self.counts
+        }
         self.best_mean_max_x = dict.fromkeys(self.windows, 0.0)
-        self.best: tuple[int, float] | None = None  # (max_x, return) of the best episode so far
-        for name, count in self.counts.items():
-            if count:  # rate() sees each played policy's series from zero
-                metrics.episodes.labels(cfg.level, name)
+        self.best: dict[str, tuple[int, float]] = {}  # level -> (max_x, return) of its best
+        for level, name in self.windows:
+            if self.counts[name]:  # rate() sees each played policy's series from zero
+                metrics.episodes.labels(level, name)
+            if progress(level, 0) is None:  # unknown length: no progress series, not a 0
+                with contextlib.suppress(KeyError):
+                    metrics.progress.remove(level, name)
         self.model: ActorCritic | None = None  # from the learner's Welcome
         self.policies: dict[str, Policy] = {}  # greedy and sampled play of that model
         self._pending: wire.Weights | None = None
@@ -66,10 +87,21 @@ class EvalRunner:
         self.stopping = False
         self.link = link_for(cfg, instance_id, 1, self._on_weights, self._on_welcome)
 
+    def _env(self, level: str) -> FrameEnv:
+        """The env of one level of the set, built (under the watchdog) when first asked for."""
+        if level not in self.envs:
+            one = dataclasses.replace(self.spec, level=level)
+            cfg = self.cfg
+            self.envs[level] = build_envs(
+                one, 1, timeout_s=cfg.build_timeout_s, retries=cfg.build_retries,
+                seed=(cfg.seed, cfg.actor_id),
+            )[0]  # fmt: skip
+        return self.envs[level]
+
     def _on_welcome(self, welcome: wire.Welcome) -> None:
         """Build the learner's network, unless it is the one already built; the episode in
         progress finishes with the network it started with."""
-        spec = welcomed_spec(welcome, self.env.num_actions)
+        spec = welcomed_spec(welcome, self.envs[self.levels[0]].num_actions)
         if self.model is not None and spec == self.model.spec:
             return
         self.model = ActorCritic(spec).eval()
@@ -93,54 +125,65 @@ class EvalRunner:
         self.stopping = True
 
     def run(self) -> int:
-        level = self.cfg.level
         next_eval = time.monotonic()
+        turn = 0
         while not self.stopping:
             self.link.poll(timeout_ms=100)
             if time.monotonic() < next_eval:
                 continue
             next_eval = time.monotonic() + self.cfg.eval_interval_s
-            for policy_name, count in self.counts.items():  # greedy first, then sampled
-                for _ in range(count):
-                    # the first weights, and a new network's (after a re-registration)
-                    if self.stopping or not self.link.wait_for_weights(lambda: self.stopping):
-                        return 0
-                    self._apply_pending()
-                    frames: list = []
-
-                    def on_frame(frames: list = frames) -> None:
-                        frames.append(screen_rgb(self.env))
-                        self.link.poll(0)  # heartbeats and weights keep flowing meanwhile
-
-                    with torch.inference_mode():
-                        episode = play_episode(
-                            self.env, self.policies[policy_name], on_frame=on_frame
-                        )
-                    self._record(level, policy_name, episode, frames)
+            level = self.levels[turn % len(self.levels)]  # the levels in turn, one per evaluation
+            turn += 1
+            if not self._evaluate(level):
+                return 0
         return 0
+
+    def _evaluate(self, level: str) -> bool:
+        """One evaluation of `level`: greedy episodes, then sampled ones; False once stopping."""
+        env = self._env(level)
+        for policy_name, count in self.counts.items():  # greedy first, then sampled
+            for _ in range(count):
+                # the first weights, and a new network's (after a re-registration)
+                if self.stopping or not self.link.wait_for_weights(lambda: self.stopping):
+                    return False
+                self._apply_pending()
+                frames: list = []
+
+                def on_frame(frames: list = frames) -> None:
+                    frames.append(screen_rgb(env))
+                    self.link.poll(0)  # heartbeats and weights keep flowing meanwhile
+
+                with torch.inference_mode():
+                    episode = play_episode(env, self.policies[policy_name], on_frame=on_frame)
+                self._record(level, policy_name, episode, frames)
+        return True
 
     def _record(self, level: str, policy: str, episode: EpisodeSummary, frames: list) -> None:
         m = self.metrics
-        window = self.windows[policy]
+        window = self.windows[level, policy]
         window.append(episode)
         n = len(window)
         mean_max_x = sum(e.max_x for e in window) / n
-        self.best_mean_max_x[policy] = max(self.best_mean_max_x[policy], mean_max_x)
+        key = (level, policy)
+        self.best_mean_max_x[key] = max(self.best_mean_max_x[key], mean_max_x)
         m.episodes.labels(level, policy).inc()
         m.max_x.labels(level, policy).set(mean_max_x)
         m.median_max_x.labels(level, policy).set(statistics.median(e.max_x for e in window))
         m.flag_rate.labels(level, policy).set(sum(e.flag for e in window) / n)
         m.episode_return.labels(level, policy).set(sum(e.episode_return for e in window) / n)
         m.policy_version.labels(level, policy).set(self.version)
-        m.best_max_x.labels(level, policy).set(self.best_mean_max_x[policy])
+        m.best_max_x.labels(level, policy).set(self.best_mean_max_x[key])
+        shares = [progress(level, e.max_x, e.flag) for e in window]
+        if progress(level, 0) is not None:  # a level of known length
+            m.progress.labels(level, policy).set(sum(shares) / n)
         log.info(
             "eval v%d %s %s: max x %d, return %.0f, %s after %d steps",
             self.version, level, policy, episode.max_x, episode.episode_return, episode.outcome,
             episode.length,
         )  # fmt: skip
-        key = (episode.max_x, episode.episode_return)
-        if self.best is None or key > self.best:
-            self.best = key
+        best = (episode.max_x, episode.episode_return)
+        if level not in self.best or best > self.best[level]:
+            self.best[level] = best
             name = f"best-{level.replace(':', '_').replace('/', '_')}"
             fps = Fraction(NES_FPS, self.cfg.frame_skip)
             write_video(self.out_dir / f"{name}.mp4", frames, fps)
@@ -152,3 +195,5 @@ class EvalRunner:
 
     def close(self) -> None:
         self.link.close()
+        for env in self.envs.values():
+            env.close()

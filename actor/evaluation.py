@@ -124,14 +124,21 @@ def play_episode(
         ring.push(step.frame, first=False)
 
 
-def _screen_recorder(env: FrameEnv, into: list[np.ndarray]) -> Callable[[], None]:
-    return lambda: into.append(screen_rgb(env))
+def _screen_recorder(env: FrameEnv, into: list[np.ndarray], xs: list[int]) -> Callable[[], None]:
+    """Each screen, and the episode's max x when it was shown (FrameEnv's running maximum)."""
+
+    def record() -> None:
+        into.append(screen_rgb(env))
+        xs.append(env._max_x)
+
+    return record
 
 
 class Played(NamedTuple):
     episodes: dict[str, list[EpisodeSummary]]  # policy name -> its episodes, in play order
     best: tuple[str, int] | None  # (policy, index) of the best episode of all; None if none
     best_frames: list[np.ndarray]  # its colour screens; empty without recording
+    best_peak: int = 0  # the index in best_frames of its max-x moment (first reached)
 
 
 def play_policies(
@@ -150,15 +157,18 @@ def play_policies(
     best: tuple[str, int] | None = None
     best_key: tuple[int, float] | None = None
     best_frames: list[np.ndarray] = []
+    best_peak = 0
     for name, policy, count in policies:
         for i in range(count):
             frames: list[np.ndarray] = []
-            on_frame = _screen_recorder(env, frames) if record else None
+            xs: list[int] = []
+            on_frame = _screen_recorder(env, frames, xs) if record else None
             e = play_episode(env, policy, stack=stack, on_frame=on_frame)
             episodes[name].append(e)
             if best_key is None or (e.max_x, e.episode_return) > best_key:  # ties: the earliest
                 best, best_key, best_frames = (name, i), (e.max_x, e.episode_return), frames
-    return Played(episodes, best, best_frames)
+                best_peak = xs.index(max(xs)) if xs else 0
+    return Played(episodes, best, best_frames, best_peak)
 
 
 def play_episodes(

@@ -209,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         format=f"%(asctime)s actor[{cfg.actor_id}] %(levelname)s %(message)s",
     )
     torch.set_num_threads(cfg.torch_threads)
-    metrics = EvalMetrics() if cfg.eval else ActorMetrics()
+    levels = cfg.env_spec().levels  # each level's eval series exists from the start
+    metrics = EvalMetrics(levels=levels) if cfg.eval else ActorMetrics()
     add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
     if cfg.metrics_port:
         try:

@@ -244,6 +244,7 @@ class EvalMetrics(_Metrics):
         _M("episodes", Counter, "mario_eval_episodes", "Evaluation episodes played.", ("level", "policy")),
         _M("policy_version", Gauge, "mario_eval_policy_version", "Policy evaluated.", ("level", "policy")),
         _M("best_max_x", Gauge, "mario_eval_best_max_x", "Best mean max x so far.", ("level", "policy")),
+        _M("progress", Gauge, "mario_eval_progress", "Mean progress: max x as a share of the level's length (0-1; levels of known length only).", ("level", "policy")),
     )
     # fmt: on
 

@@ -1,11 +1,18 @@
-"""Evaluate a checkpoint: play episodes on a level, keep the best one as a video, summarise.
+"""Evaluate a checkpoint: every level of a set with each policy, a table per level and policy,
+the best episode of each level as a video and a still.
 
-    make eval RUN=runs/x [LEVEL=1-1 EPISODES=5 POLICY=both DEVICE=auto]   # the run's latest checkpoint
+    make eval RUN=runs/x [LEVELS=world:1 EPISODES=20 POLICY=both PERTURB=1 DEVICE=auto]
     make eval CKPT=runs/x/checkpoints/ckpt-0000001234.pt
 
-Both policies are played by default, EPISODES each: `greedy` (argmax actions) first, then `sampled`
-(actions drawn from the policy, as the actors play, from a generator seeded by --seed). Each is
-summarised on its own: mean and median max x, flag rate, mean return.
+Both policies are played by default, EPISODES each on every level: `greedy` (argmax actions)
+first, then `sampled` (actions drawn from the policy, as the actors play, from a generator seeded
+by --seed and the level). Each (level, policy) is one row of the matrix (`actor.eval_matrix`):
+mean and median progress and max x, the flag, death and cutoff rates, and where the episodes that
+missed the flag ended; a set of several levels gets a mean row per policy.
+
+Perturbations: `--sticky-actions P` and `--noop-max N` play every episode with them; `--perturbed`
+plays the matrix twice, plain and perturbed (those two flags, or sticky 0.25 and 0..30 no-op
+starts after Machado et al. 2018 when they are not given), and sets the figures side by side.
 
 The policy sees exactly what it saw in training: the env factory's 84x84 grayscale frames, stacked
 by `common.stacking.stack_frames` from a 4-frame ring whose `first` flags mask the frames of an
@@ -16,15 +23,18 @@ Video: one full-colour NES screen (240x256, native) per agent step, upscaled by 
 with nearest neighbour, at 60/frame_skip fps (15 fps for frame skip 4), H.264 yuv420p in MP4.
 An episode of `length` agent steps gives `length + 1` frames: the reset screen, then the screen
 after each step (the last NES frame of that step), the final (death / flag / cutoff) one included.
-The best episode is the one with the largest max x, then the largest return, then the earliest.
+A level's best episode is the one with the largest max x, then the largest return, then the
+earliest; its still is the screen on which it first reached that max x.
 
-The episode logic lives in actor/evaluation.py, shared with the eval-mode actor.
+The episode logic lives in actor/evaluation.py, shared with the eval-mode actor; the matrix in
+actor/eval_matrix.py, shared with the random baseline.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
+import shutil
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -32,22 +42,18 @@ from typing import Any, NamedTuple
 
 import torch
 
+from actor import eval_matrix as em
 from actor.evaluation import (
     NES_FPS,
     POLICIES,
-    EvalSummary,
     action_set_for,
     check_compatible,
-    episode_rows,
     make_policy,
-    markdown_table,
-    play_policies,
     seeded_generator,
     summarise,
-    summary_line,
-    write_video,
 )
 from common.env import EnvSpec, FrameEnv
+from common.levels import progress
 from common.model import ActorCritic, DeviceUnavailable, ModelSpec, resolve_device
 from common.rundir import RunDir
 
@@ -115,8 +121,17 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--run-dir", type=Path, help="run directory: its latest checkpoint is played")
     src.add_argument("--checkpoint", type=Path, help="a checkpoint file to play")
-    p.add_argument("--level", default="1-1", help="stage W-S, or a Gymnasium id")
-    p.add_argument("--episodes", type=int, default=5, help="episodes to play with each policy")
+    p.add_argument(
+        "--levels",
+        "--level",
+        dest="level",
+        default="1-1",
+        help="levels: 1-1 | 1-1,1-2 | world:1 | all (a set; one stage is a set of one), or a "
+        "Gymnasium id",
+    )
+    p.add_argument(
+        "--episodes", type=int, default=5, help="episodes to play with each policy on each level"
+    )
     p.add_argument(
         "--policy",
         choices=["both", *POLICIES],
@@ -140,8 +155,26 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         default=EnvSpec.no_progress_steps,
         help="end an episode after this many steps without a new max x (0 = never)",
     )
+    p.add_argument(
+        "--sticky-actions",
+        type=float,
+        help="each NES frame repeats the previous frame's buttons with this p (default 0; with "
+        f"--perturbed, the perturbed setting's p, default {em.PERTURBED.sticky_actions})",
+    )
+    p.add_argument(
+        "--noop-max",
+        type=int,
+        help="episodes start after 0..N no-op agent steps (default 0; with --perturbed, the "
+        f"perturbed setting's N, default {em.PERTURBED.noop_max})",
+    )
+    p.add_argument(
+        "--perturbed",
+        action="store_true",
+        help="play every level plain and perturbed (sticky actions and no-op starts) and set the "
+        "figures side by side",
+    )
     p.add_argument("--scale", type=int, default=1, help="integer video upscaling (nearest)")
-    p.add_argument("--no-video", action="store_true", help="skip best.mp4")
+    p.add_argument("--no-video", action="store_true", help="skip the videos and stills")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled policy's actions")
     p.add_argument(
         "--torch-threads", type=int, default=1, help="CPU threads for inference (as the actors)"
@@ -163,7 +196,20 @@ def _default_out(ckpt: Path, run_dir: Path | None) -> Path:
     return run.eval if run.checkpoints == parent else RunDir(parent).eval
 
 
-def _setup(args: argparse.Namespace) -> tuple[Checkpoint, EnvSpec, FrameEnv, torch.device]:
+def settings_of(args: argparse.Namespace) -> list[em.Setting]:
+    """The settings to play: the flags' own, or plain and perturbed with --perturbed."""
+    sticky, noop = args.sticky_actions, args.noop_max
+    if args.perturbed:
+        perturbed = em.PERTURBED._replace(
+            sticky_actions=em.PERTURBED.sticky_actions if sticky is None else sticky,
+            noop_max=em.PERTURBED.noop_max if noop is None else noop,
+        )
+        return [em.Setting("plain", 0.0, 0), perturbed]
+    sticky, noop = sticky or 0.0, noop or 0
+    return [em.Setting("plain" if sticky == noop == 0 else "perturbed", sticky, noop)]
+
+
+def _setup(args: argparse.Namespace) -> tuple[Checkpoint, EnvSpec, torch.device]:
     """The checkpoint, the env it will play and the device; EvalError for any mismatch."""
     ckpt = load_checkpoint(resolve_checkpoint(args.run_dir, args.checkpoint))
     spec = EnvSpec(
@@ -173,77 +219,104 @@ def _setup(args: argparse.Namespace) -> tuple[Checkpoint, EnvSpec, FrameEnv, tor
         frame_size=args.frame_size or ckpt.model.spec.frame_size,
         no_progress_steps=args.no_progress_steps,
     )
-    if problems := spec.problems():
-        raise EvalError("invalid env: " + "; ".join(problems))
+    problems = spec.problems()
+    for s in settings_of(args):  # the perturbations' ranges, in the flags' own words
+        bad = EnvSpec(sticky_actions=s.sticky_actions, noop_max=s.noop_max).problems()
+        problems += [p.replace("sticky_actions", "--sticky-actions") for p in bad]
+    if problems:
+        raise EvalError(
+            "invalid env: " + "; ".join(p.replace("noop_max", "--noop-max") for p in problems)
+        )
     device = resolve_device(args.device)
-    try:
-        env = FrameEnv(spec)
+    try:  # the first level's env, to check the network fits the action set and frame size
+        env = FrameEnv(dataclasses.replace(spec, level=spec.levels[0]))
     except Exception as exc:
         raise EvalError(
-            f"cannot build env {spec.level!r} ({type(exc).__name__}: {exc}); "
-            "--level takes a stage 1-1 .. 8-4 or a Gymnasium id"
+            f"cannot build env {spec.levels[0]!r} ({type(exc).__name__}: {exc}); "
+            "--levels takes stages 1-1 .. 8-4 (1-1,1-2 | world:1 | all) or a Gymnasium id"
         ) from exc
-    if problems := check_compatible(
-        ckpt.model.spec, ckpt.trained_action_set, spec, env.num_actions
-    ):
-        env.close()
+    num_actions = env.num_actions
+    env.close()
+    if problems := check_compatible(ckpt.model.spec, ckpt.trained_action_set, spec, num_actions):
         raise EvalError("; ".join(problems))
-    return ckpt, spec, env, device
+    return ckpt, spec, device
 
 
 def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    """Play, write best.mp4 and summary.json; returns the summary and the Markdown tables."""
-    ckpt, spec, env, device = _setup(args)
+    """Play the matrix, write each level's video and still, best.mp4 (the best of the first
+    setting, for `make report`), summary.json and summary.md; returns the summary and the
+    Markdown."""
+    ckpt, spec, device = _setup(args)
     names = POLICIES if args.policy == "both" else (args.policy,)
-    generator = seeded_generator(args.seed)
-    plan = [
-        (name, make_policy(ckpt.model, greedy=name == "greedy", device=device, generator=generator))
-        for name in names
-    ]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, args.torch_threads))  # batch-1 convs only lose from more threads
-    try:
-        played = play_policies(
-            env,
-            [(name, policy, args.episodes) for name, policy in plan],
-            stack=ckpt.model.spec.stack,
-            record=not args.no_video,
-        )
-    finally:
-        env.close()
-        torch.set_num_threads(threads)
-    summaries = {name: summarise(played.episodes[name]) for name in names}
+    settings = settings_of(args)
     out = args.out or _default_out(ckpt.path, args.run_dir)
     out.mkdir(parents=True, exist_ok=True)
-    video = None
-    if played.best_frames and played.best is not None:
-        fps = Fraction(NES_FPS, spec.frame_skip)
-        write_video(out / "best.mp4", played.best_frames, fps, args.scale)
-        h, w = played.best_frames[0].shape[:2]
-        video = {"path": str(out / "best.mp4"), "policy": played.best[0]}
-        video |= {"episode": played.best[1], "frames": len(played.best_frames)}
-        video |= {"fps": float(fps), "codec": "h264", "pix_fmt": "yuv420p"}
-        video |= {"width": w * args.scale, "height": h * args.scale}
+    fps = Fraction(NES_FPS, spec.frame_skip)
+
+    def policies_for(level: str, setting: em.Setting) -> list[tuple[str, em.Policy, int]]:
+        gen = seeded_generator(args.seed, em.level_seed(level), settings.index(setting))
+        return [
+            (name, make_policy(ckpt.model, greedy=name == "greedy", device=device, generator=gen),
+             args.episodes)
+            for name in names
+        ]  # fmt: skip
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, args.torch_threads))  # batch-1 convs only lose from more threads
+    results, bests, video = [], [], None
+    try:
+        for r in em.play_levels(
+            spec, settings, policies_for, seed=args.seed, stack=ckpt.model.spec.stack,
+            record=not args.no_video,
+        ):  # fmt: skip
+            best = em.write_best(out, r, fps, args.scale)
+            if best is not None:
+                bests.append(best)
+                if r.setting == settings[0] and (video is None or _better(best, video)):
+                    shutil.copyfile(best["path"], out / "best.mp4")
+                    video = best | {"path": str(out / "best.mp4")}
+            results.append(r._replace(played=r.played._replace(best_frames=[])))
+    finally:
+        torch.set_num_threads(threads)
+    matrix = em.tabulate(results)
+    first = [r for r in results if r.setting == settings[0]]
     overall = {"policies": list(names), "episodes_per_policy": args.episodes}
     overall |= {"policy_version": ckpt.policy_version, "env_frames": ckpt.env_frames}
-    overall |= {"level": spec.level, "checkpoint": str(ckpt.path)}
-    overall |= {"seed": args.seed, "device": str(device)}
+    overall |= {"level": spec.level, "levels": list(spec.levels), "checkpoint": str(ckpt.path)}
+    overall |= {"seed": args.seed, "device": str(device), "out": str(out)}
+    overall["settings"] = {s.name: s._asdict() for s in settings}
+    pooled = {  # over the first setting's levels: what `make report` shows
+        name: summarise([e for r in first for e in r.played.episodes[name]])._asdict()
+        for name in names
+    }
     result = {
         "overall": overall,
-        "policies": {name: s._asdict() for name, s in summaries.items()},
+        "policies": pooled,
+        "matrix": em.matrix_json(matrix),
+        "best": bests,
+        "video": video,
         "env": spec.to_wire(),
         "model_spec": ckpt.model.spec.to_wire(),
-        "video": video,
-        "episodes": [
-            {"policy": name} | row for name in names for row in episode_rows(played.episodes[name])
-        ],
+        "episodes": em.episodes_json(matrix),
     }
-    (out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
-    tables = [
-        f"## {name}\n\n{markdown_table(played.episodes[name], s, name)}"
-        for name, s in summaries.items()
-    ]
-    return result, "\n\n".join(tables)
+    notes = {s.name: _describe(s) for s in settings if s.sticky_actions or s.noop_max}
+    table = f"## Policy v{ckpt.policy_version} on {spec.level}\n\n" + em.markdown(matrix, notes)
+    if bests:
+        table += "\n### Best episodes\n\n" + em.best_table(bests) + "\n"
+    em.write_summary(out, result, table)
+    return result, table
+
+
+def _better(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether level best `a` went further than `b`: by progress where both are known."""
+    pa, pb = progress(a["level"], a["max_x"]), progress(b["level"], b["max_x"])
+    if pa is not None and pb is not None:
+        return pa > pb
+    return a["max_x"] > b["max_x"]
+
+
+def _describe(s: em.Setting) -> str:
+    return f"sticky actions {s.sticky_actions:g}, no-op starts 0..{s.noop_max}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,17 +327,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     o = result["overall"]
-    print(f"checkpoint {o['checkpoint']} (policy v{o['policy_version']}), level {o['level']}\n")
+    print(f"checkpoint {o['checkpoint']} (policy v{o['policy_version']}), levels {o['level']}\n")
     print(table)
-    print()
-    for name, s in result["policies"].items():  # one line per policy, together for comparison
-        print(summary_line(EvalSummary(**s), name))
-    if result["video"]:
-        v = result["video"]
-        print(
-            f"\nbest episode: {v['policy']} {v['episode']}: {v['path']} "
-            f"({v['frames']} frames, {v['fps']:g} fps)"
-        )
+    for b in result["best"]:
+        print(f"best {b['setting']} episode on {b['level']}: {b['policy']} {b['episode']}: {b['path']} "
+              f"({b['frames']} frames, {b['fps']:g} fps), still {b['still']}")  # fmt: skip
+    print(f"tables: {Path(o['out']) / 'summary.md'}, {Path(o['out']) / 'summary.json'}")
     return 0
 
 

@@ -1,77 +1,115 @@
-"""What a uniformly random policy reaches on a level, with the env factory's settings.
+"""What a uniformly random policy reaches on each level of a set, with the env factory's settings.
 
+    python -m scripts.analysis.random_baseline --levels world:1 --episodes 20 [--perturbed]
     python -m scripts.analysis.random_baseline --level 1-1 --episodes 200
 
-The yardstick for a training curve: a run has learned something once its mean max x_pos is
-clearly above this one, measured with the same frame skip, action set and no-progress cutoff.
+The floor of each level's training curve: a run has learned something on a level once its
+progress is clearly above this one, measured with the same frame skip, action set and no-progress
+cutoff. The figures come as `make eval`'s matrix (`actor.eval_matrix`), one row per level under
+the policy `random`, with a mean row over the set: summary.md and summary.json in --out (no videos
+unless --video). Each level's actions are drawn from a generator seeded by --seed and the level.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import sys
+from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
-from actor.evaluation import play_episodes, summarise
+from actor import eval_matrix as em
+from actor.evaluation import NES_FPS, Policy
 from common.env import EnvSpec, FrameEnv
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     defaults = EnvSpec()
-    parser.add_argument("--level", default=defaults.level, help="stage W-S or a Gymnasium id")
-    parser.add_argument(
+    p.add_argument(
+        "--levels",
+        "--level",
+        dest="level",
+        default=defaults.level,
+        help="levels: 1-1 | 1-1,1-2 | world:1 | all, or a Gymnasium id",
+    )
+    p.add_argument(
         "--action-set", default=defaults.action_set, help="right_only | simple | complex"
     )
-    parser.add_argument(
+    p.add_argument(
         "--frame-skip", type=int, default=defaults.frame_skip, help="NES frames per agent step"
     )
-    parser.add_argument(
+    p.add_argument(
         "--no-progress-steps",
         type=int,
         default=defaults.no_progress_steps,
-        help="no-progress cutoff (agent steps)",
+        help="no-progress cutoff (agent steps; 0 = never)",
     )
-    parser.add_argument("--episodes", type=int, default=200, help="episodes to play")
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    args = parser.parse_args(argv)
+    p.add_argument("--episodes", type=int, default=200, help="episodes to play on each level")
+    p.add_argument(
+        "--perturbed",
+        action="store_true",
+        help="play every level plain and with sticky actions 0.25 and no-op starts 0..30 too",
+    )
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--video", action="store_true", help="keep each level's best video and still")
+    p.add_argument(
+        "--out", type=Path, default=Path("runs/random_baseline"), help="output directory"
+    )
+    args = p.parse_args(argv)
+    if args.episodes < 1:
+        p.error(f"--episodes must be >= 1, got {args.episodes}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
     spec = EnvSpec(
         level=args.level,
         action_set=args.action_set,
         frame_skip=args.frame_skip,
         no_progress_steps=args.no_progress_steps,
     )
-    env = FrameEnv(spec)
-    rng = np.random.default_rng(args.seed)
-    episodes, _ = play_episodes(
-        env, lambda _obs, _last: int(rng.integers(env.num_actions)), args.episodes, record=False
-    )
-    overall = summarise(episodes)
+    if problems := spec.problems():
+        print("error: invalid env: " + "; ".join(problems), file=sys.stderr)
+        return 2
+    settings = [em.Setting("plain", 0.0, 0), *([em.PERTURBED] if args.perturbed else [])]
+    first = FrameEnv(dataclasses.replace(spec, level=spec.levels[0]))  # its action count
+    num_actions = first.num_actions
+    first.close()
+
+    def policies_for(level: str, setting: em.Setting) -> list[tuple[str, Policy, int]]:
+        rng = np.random.default_rng([args.seed, em.level_seed(level), settings.index(setting)])
+        return [("random", lambda _obs, _last: int(rng.integers(num_actions)), args.episodes)]
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    results, bests = [], []
+    fps = Fraction(NES_FPS, spec.frame_skip)
+    for r in em.play_levels(spec, settings, policies_for, seed=args.seed, record=args.video):
+        if (best := em.write_best(args.out, r, fps)) is not None:
+            bests.append(best)
+        results.append(r._replace(played=r.played._replace(best_frames=[])))
+    matrix = em.tabulate(results)
+    notes = {em.PERTURBED.name: "sticky actions 0.25, no-op starts 0..30"}
+    table = f"## Random policy on {spec.level}\n\n" + em.markdown(matrix, notes)
+    if bests:
+        table += "\n### Best episodes\n\n" + em.best_table(bests) + "\n"
     summary = {
-        "level": spec.level,
-        "action_set": spec.action_set,
-        "frame_skip": spec.frame_skip,
-        "no_progress_steps": spec.no_progress_steps,
-        "episodes": overall.episodes,
-        "mean_max_x": overall.mean_max_x,
-        "median_max_x": float(np.median([e.max_x for e in episodes])),
-        "mean_return": overall.mean_return,
-        "flag_rate": overall.flag_rate,
-        "outcomes": {
-            o: sum(e.outcome == o for e in episodes)
-            for o in ("flag", "death", "no_progress", "other")
-        },
+        "overall": {"policies": ["random"], "episodes_per_policy": args.episodes}
+        | {"level": spec.level, "levels": list(spec.levels), "seed": args.seed}
+        | {"settings": {s.name: s._asdict() for s in settings}},
+        "matrix": em.matrix_json(matrix),
+        "best": bests,
+        "env": spec.to_wire(),
+        "episodes": em.episodes_json(matrix),
     }
-    print(
-        f"random policy on {spec.level} ({spec.action_set}, skip {spec.frame_skip}): mean max x "
-        f"{summary['mean_max_x']:.0f} (median {summary['median_max_x']:.0f}), mean return "
-        f"{summary['mean_return']:.0f}, flag rate {summary['flag_rate']:.2f} over {len(episodes)} episodes"
-    )
-    print(json.dumps(summary))
+    em.write_summary(args.out, summary, table)
+    print(table)
+    print(f"tables: {args.out / 'summary.md'}, {args.out / 'summary.json'}")
     return 0
 
 

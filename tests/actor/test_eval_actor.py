@@ -1,5 +1,5 @@
 """The eval-mode actor on a live run: mario_eval_* metrics of both policies and the best episode's
-video."""
+video; a set of levels taken in turn."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 import av
 import pytest
 
+from common.levels import level_lengths
 from tests import procs
 from tests.fakes import CORRIDOR_ACTOR_ARGS
 
@@ -92,3 +93,48 @@ def test_a_negative_sampled_episode_count_is_refused():
     proc = subprocess.run(argv, cwd=procs.ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "--eval-sampled-episodes: must be >= 0, got -1" in proc.stdout + proc.stderr
+
+
+def test_eval_actor_takes_the_levels_of_a_set_in_turn(tmp_path):
+    """Two Mario stages: evaluations alternate between them, each level with its own gauges
+    (its progress among them) and its own best video."""
+    levels = ("1-1", "1-2")
+    port, lport, eport = procs.free_port(2), procs.free_port(), procs.free_port()
+    learner = procs.learner(
+        tmp_path / "run", port, lport, "--level", ",".join(levels), "--unroll-length", "8"
+    )
+    evaluator = procs.actor(
+        tmp_path, port, 1, eport, "--level", ",".join(levels), "--no-progress-steps", "10",
+        "--eval", "--eval-dir", str(tmp_path / "eval"), "--eval-interval-s", "0",
+        "--eval-episodes", "1", "--eval-sampled-episodes", "0",
+    )  # fmt: skip
+    everyone = [learner, evaluator]
+
+    def counted(level: str) -> float:
+        return procs.scrape(eport).get(
+            f"mario_eval_episodes_total{{level={level},policy=greedy}}", 0
+        )
+
+    try:
+        procs.wait_until("the eval metrics", lambda: bool(procs.scrape(eport)), 60, everyone)
+        m = procs.scrape(eport)
+        for level in levels:  # every level's series exists before its first turn
+            assert f"mario_eval_max_x{{level={level},policy=greedy}}" in m
+        procs.wait_until(
+            "2 evaluations of each level", lambda: min(map(counted, levels)) >= 2, 180, everyone
+        )
+        m = procs.scrape(eport)
+    finally:
+        for p in everyone:
+            p.stop()
+    played = re.findall(r"eval v\d+ (\S+) greedy: max x (\d+)", evaluator.output())
+    assert [lv for lv, _ in played[:4]] == [*levels, *levels]  # in turn, one level each
+    lengths = level_lengths()
+    for level in levels:
+        xs = [int(x) for lv, x in played if lv == level]
+        assert xs[0] == xs[1]  # greedy on the same weights: the same episode
+        progress = m[f"mario_eval_progress{{level={level},policy=greedy}}"]
+        assert 0 < progress < 1 and progress == pytest.approx(xs[0] / lengths[level], rel=0.05)
+        summary = json.loads((tmp_path / "eval" / f"best-{level}.json").read_text())
+        assert summary["level"] == level and summary["max_x"] == max(xs)
+        assert (tmp_path / "eval" / f"best-{level}.mp4").stat().st_size > 0

@@ -112,6 +112,64 @@ def test_episode_summary_on_gym_env():
     assert step.episode.episode_return == pytest.approx(1.8)
 
 
+def test_sticky_actions_repeat_the_last_buttons_with_their_probability():
+    """Corridor, one frame per step: each step asks for the move opposite to the one the env last
+    made, so a step that moves the same way (or not at all) is a repeat; about p of them are."""
+    env = FrameEnv(EnvSpec(level=CORRIDOR, frame_skip=1, sticky_actions=0.25), seed=7)
+    corridor = env._env.unwrapped
+    env.reset()
+    last_move, repeats, steps = 0, 0, 2000
+    for _ in range(steps):
+        ask = 6 if last_move > 0 else 1  # left after a move right, else right
+        before = corridor.pos
+        step = env.step(ask)
+        moved = corridor.pos - before if step.episode is None else None
+        if moved is not None:
+            repeats += moved != (1 if ask == 1 else -1)
+            last_move = moved
+        else:  # the episode ended: a new one starts with no buttons held
+            env.reset()
+            last_move = 0
+    assert 0.2 < repeats / steps < 0.3
+
+
+def _x_trajectory(spec: EnvSpec, seed: int, steps: int = 120) -> list[int]:
+    """Mario's max x after each step of a fixed button sequence (3 steps right, 3 standing)."""
+    env = FrameEnv(spec, seed=seed)
+    env.reset()
+    xs = []
+    for t in range(steps):
+        step = env.step(1 if t % 6 < 3 else 0)
+        xs.append(env._max_x)
+        if step.episode is not None:
+            break
+    env.close()
+    return xs
+
+
+def test_sticky_actions_change_the_trajectory_and_repeat_with_the_seed():
+    plain, sticky = EnvSpec(no_progress_steps=0), EnvSpec(no_progress_steps=0, sticky_actions=0.25)
+    assert _x_trajectory(plain, 0) == _x_trajectory(plain, 1)  # NES Mario is deterministic
+    assert _x_trajectory(sticky, 3) == _x_trajectory(sticky, 3)
+    assert _x_trajectory(sticky, 3) != _x_trajectory(plain, 3)
+    assert _x_trajectory(sticky, 3) != _x_trajectory(sticky, 4)
+
+
+def test_noop_starts_vary_the_first_frame_and_repeat_with_the_seed():
+    def first_frames(spec: EnvSpec, seed: int) -> list[bytes]:
+        env = FrameEnv(spec, seed=seed)
+        frames = [env.reset().tobytes() for _ in range(6)]
+        env.close()
+        return frames
+
+    assert len(set(first_frames(EnvSpec(), 0))) == 1  # every episode starts alike
+    noop = EnvSpec(noop_max=30)
+    starts = first_frames(noop, 5)
+    assert len(set(starts)) > 1  # the clock and the enemies moved on meanwhile
+    assert starts == first_frames(noop, 5)
+    assert starts != first_frames(noop, 6)
+
+
 def test_bad_spec_lists_every_problem():
     with pytest.raises(ValueError) as err:
         FrameEnv(EnvSpec(action_set="all", frame_skip=0, reward_scale=0))

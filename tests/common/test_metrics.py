@@ -84,6 +84,7 @@ EVAL = {
     "mario_eval_episodes_total": "counter",
     "mario_eval_policy_version": "gauge",
     "mario_eval_best_max_x": "gauge",
+    "mario_eval_progress": "gauge",
 }
 
 PROCESSES: list[tuple[str, Callable[[], CollectorRegistry], dict[str, str]]] = [

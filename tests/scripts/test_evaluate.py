@@ -191,12 +191,11 @@ def test_main_summarises_both_policies_and_keeps_the_video_of_the_best_episode(t
     assert video.frames[0].shape == (84, 84, 3)
     assert (video.codec, video.pix_fmt) == ("h264", "yuv420p")
     out = capsys.readouterr().out
-    assert "## greedy" in out and "## sampled" in out and "| episode | max x |" in out
-    for policy, s in summary["policies"].items():  # one summary line per policy, at the end
-        line = f"{policy}: 3 episodes: mean max x {s['mean_max_x']:.1f}, "
-        line += f"median {s['median_max_x']:.1f}"
-        assert line in out.split("\n\n")[-2]
-        assert f"flag rate {s['flag_rate']:.1%}" in out
+    assert "### greedy" in out and "### sampled" in out and "| level | episodes |" in out
+    for s in summary["policies"].values():  # one row per policy: a Gymnasium id's max x
+        row = f"| {CORRIDOR} | 3 | - | - | {s['mean_max_x']:.0f} | {s['max_max_x']} "
+        assert row + f"| {s['flag_rate']:.1%} |" in out
+    assert (tmp_path / "run/eval/summary.md").read_text() in out
 
 
 @pytest.mark.parametrize(
@@ -211,7 +210,8 @@ def test_one_policy_alone(tmp_path, capsys, flags, policy):
     assert summary["overall"]["policies"] == [policy] and list(summary["policies"]) == [policy]
     assert [e["policy"] for e in summary["episodes"]] == [policy, policy]
     assert summary["video"] is None and not (tmp_path / "run/eval/best.mp4").exists()
-    assert f"{policy}: 2 episodes" in capsys.readouterr().out
+    assert summary["best"] == [] and not list((tmp_path / "run/eval").glob("level-*"))
+    assert f"### {policy}\n" in capsys.readouterr().out
 
 
 def test_refuses_a_missing_run_dir_or_checkpoint(tmp_path, capsys):
@@ -283,5 +283,5 @@ def test_make_eval_on_mario_writes_the_best_episode_in_colour(tmp_path):
     assert (video.codec, video.pix_fmt, video.fps) == ("h264", "yuv420p", 15.0)
     sky = video.frames[0][100, 20].astype(int)  # the 1-1 sky is blue, not gray
     assert sky[2] > sky[0] + 40
-    assert "| episode | max x |" in proc.stdout
-    assert "greedy: 2 episodes" in proc.stdout and "sampled: 2 episodes" in proc.stdout
+    assert "### greedy" in proc.stdout and "### sampled" in proc.stdout
+    assert "\n| 1-1 | 2 | " in proc.stdout

@@ -1,0 +1,137 @@
+"""scripts/evaluate.py over a set of Super Mario Bros levels: the matrix agrees with the episodes,
+each level's still and video, plain against perturbed; bad sets refused; the random baseline."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import cv2
+import numpy as np
+import pytest
+
+from common.levels import level_lengths
+from scripts import evaluate
+from scripts.analysis import random_baseline
+from tests.scripts.test_evaluate import make_run, read_video
+
+LEVELS = ("1-1", "1-2")
+SHORT = ["--no-progress-steps", "30", "--device", "cpu"]
+
+
+def run_eval(tmp_path, *flags: str) -> tuple[dict, str]:
+    make_run(tmp_path / "run")
+    argv = ["--run-dir", str(tmp_path / "run"), "--levels", ",".join(LEVELS), *SHORT, *flags]
+    assert evaluate.main(argv) == 0
+    out = tmp_path / "run" / "eval"
+    return json.loads((out / "summary.json").read_text()), (out / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_matrix_over_two_levels_agrees_with_its_episodes(tmp_path):
+    summary, md = run_eval(tmp_path, "--episodes", "2", "--seed", "3")
+    out = tmp_path / "run" / "eval"
+    m, eps = summary["matrix"], summary["episodes"]
+    assert m["levels"] == list(LEVELS) and m["settings"] == ["plain"]
+    assert [(r["level"], r["policy"]) for r in m["rows"]] == [
+        (lv, p) for lv in LEVELS for p in ("greedy", "sampled")
+    ]
+    for row in m["rows"]:
+        mine = [e for e in eps if (e["level"], e["policy"]) == (row["level"], row["policy"])]
+        assert row["episodes"] == len(mine) == 2
+        length = level_lengths()[row["level"]]
+        progress = [1.0 if e["flag"] else min(e["max_x"] / length, 1.0) for e in mine]
+        assert [e["progress"] for e in mine] == pytest.approx(progress)
+        assert row["mean_progress"] == pytest.approx(statistics.fmean(progress))
+        assert row["median_progress"] == pytest.approx(statistics.median(progress))
+        assert row["best_max_x"] == max(e["max_x"] for e in mine)
+        assert row["flag_rate"] == statistics.fmean(e["flag"] for e in mine)
+        assert sum(end["count"] for end in row["ends"]) == sum(not e["flag"] for e in mine)
+        for end in row["ends"]:
+            assert end["x_to"] - end["x_from"] == 63
+            assert end["count"] == sum(
+                e["outcome"] == end["outcome"] and end["x_from"] <= e["max_x"] <= end["x_to"]
+                for e in mine
+            )
+        assert f"| {row['level']} | 2 | {row['mean_progress']:.1%} |" in md
+    for mean in m["means"]:
+        rows = [r for r in m["rows"] if r["policy"] == mean["policy"]]
+        assert mean["mean_progress"] == pytest.approx(
+            statistics.fmean(r["mean_progress"] for r in rows)
+        )
+        assert f"| **mean** | 2 | {mean['mean_progress']:.1%} |" in md
+    # each level's best episode: its video, and a full-colour still of its max-x moment
+    assert [b["level"] for b in summary["best"]] == list(LEVELS)
+    for b in summary["best"]:
+        mine = [e for e in eps if e["level"] == b["level"]]
+        best = next(e for e in mine if (e["policy"], e["index"]) == (b["policy"], b["episode"]))
+        assert best["max_x"] == b["max_x"] == max(e["max_x"] for e in mine)
+        video = read_video(out / f"level-{b['level']}.mp4")
+        assert len(video.frames) == b["frames"] == best["length"] + 1
+        still = cv2.imread(str(out / f"level-{b['level']}.png"))[:, :, ::-1]  # RGB
+        assert still.shape == (240, 256, 3) and 0 < b["still_frame"] < b["frames"]
+        near = video.frames[b["still_frame"]].astype(int)  # the same screen, through H.264
+        assert np.abs(near - still.astype(int)).mean() < 8
+        assert f"[level-{b['level']}.png](level-{b['level']}.png)" in md
+    assert (out / "best.mp4").is_file() and summary["video"]["level"] in LEVELS
+
+
+@pytest.mark.slow
+def test_perturbed_runs_differ_from_plain_ones_for_a_deterministic_greedy_policy(tmp_path):
+    summary, md = run_eval(tmp_path, "--episodes", "3", "--policy", "greedy", "--perturbed")
+    m, eps = summary["matrix"], summary["episodes"]
+    assert m["settings"] == ["plain", "perturbed"]
+    assert summary["overall"]["settings"]["perturbed"] == {
+        "name": "perturbed", "sticky_actions": 0.25, "noop_max": 30
+    }  # fmt: skip
+    for level in LEVELS:
+
+        def played(setting: str, level: str = level) -> list[tuple]:
+            return [
+                (e["max_x"], e["length"], e["return"])
+                for e in eps
+                if (e["setting"], e["level"]) == (setting, level)
+            ]
+
+        plain, perturbed = played("plain"), played("perturbed")
+        assert len(set(plain)) == 1  # argmax on a deterministic emulator: one episode, 3 times
+        assert set(perturbed) != set(plain) and len(perturbed) == 3
+    assert "### greedy, perturbed (sticky actions 0.25, no-op starts 0..30)" in md
+    assert "| level | policy | progress plain | progress perturbed | change |" in md
+    out = tmp_path / "run" / "eval"
+    assert (out / "level-1-2-perturbed.png").is_file() and (out / "level-1-2.mp4").is_file()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--levels", "1-1,9-9"], "'9-9': not a stage W-S (1-1 to 8-4)"),
+        (["--levels", "world:9"], "'world:9': worlds are 1 to 8"),
+        (["--level", "1-1,,1-2"], "an empty part"),
+        (["--sticky-actions", "1.5"], "--sticky-actions must be in [0, 1)"),
+        (["--perturbed", "--noop-max", "-1"], "--noop-max must be in [0, 1000]"),
+    ],
+)
+def test_bad_level_sets_and_perturbations_are_refused(tmp_path, capsys, flags, message):
+    make_run(tmp_path / "run")
+    assert evaluate.main(["--run-dir", str(tmp_path / "run"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid env: ") and message in err
+    assert not (tmp_path / "run" / "eval").exists()
+
+
+@pytest.mark.slow
+def test_the_random_baseline_writes_the_same_table_per_level(tmp_path, capsys):
+    out = tmp_path / "baseline"
+    argv = ["--levels", ",".join(LEVELS), "--episodes", "3", "--no-progress-steps", "30"]
+    assert random_baseline.main([*argv, "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    m = summary["matrix"]
+    assert m["policies"] == ["random"] and [r["level"] for r in m["rows"]] == list(LEVELS)
+    assert [r["episodes"] for r in m["rows"]] == [3, 3] and len(m["means"]) == 1
+    for row in m["rows"]:
+        xs = [e["max_x"] for e in summary["episodes"] if e["level"] == row["level"]]
+        assert row["mean_max_x"] == pytest.approx(statistics.fmean(xs))
+    md = (out / "summary.md").read_text()
+    assert "### random" in md and "| **mean** | 3 |" in md and md in capsys.readouterr().out
+    assert not list(out.glob("*.mp4"))  # videos only with --video
