@@ -11,7 +11,7 @@ from typing import ClassVar
 from common import curve
 from common.config import Count, LogLevel, NonNegative, Port, Positive, PositiveInt
 from common.config import option as _f
-from common.env import ActionSet, EnvSpec
+from common.env_spec import ActionSet, EnvSpec
 
 
 def _from_learner(what: str, flag: str) -> str:

@@ -35,7 +35,8 @@ import cv2
 import numpy as np
 
 from actor.evaluation import Played, Policy, play_policies, upscale, write_video
-from common.env import EnvSpec, EpisodeSummary, FrameEnv
+from common.env import EpisodeSummary, FrameEnv
+from common.env_spec import EnvSpec
 from common.levels import progress
 from common.rundir import atomic_write
 from common.stacking import STACK

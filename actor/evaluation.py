@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from actor.rollout import sample_actions
-from common.env import ACTION_SETS, EnvSpec, EpisodeSummary, FrameEnv
+from common.env import EpisodeSummary, FrameEnv
+from common.env_spec import ACTION_SETS, EnvSpec
 from common.model import ActorCritic, ModelSpec
 from common.stacking import STACK, stack_frames
 

@@ -31,7 +31,6 @@ and guarded by a watchdog that ends the process with a traceback instead of hang
 
 from __future__ import annotations
 
-import dataclasses
 import faulthandler
 import logging
 import os
@@ -39,118 +38,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import cv2
 import gymnasium as gym
 import numpy as np
 
-from common.levels import LevelSchedule, LevelSetError, is_stage, parse_levels
+from common.env_spec import ACTION_SETS, BUTTON_BITS, EnvSpec
+from common.levels import LevelSchedule
 
 log = logging.getLogger(__name__)
 
-ActionSet = Literal["right_only", "simple", "complex"]
-ACTION_SETS: dict[ActionSet, list[list[str]]] = {
-    "right_only": [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"]],
-    "simple": [
-        ["NOOP"],
-        ["right"],
-        ["right", "A"],
-        ["right", "B"],
-        ["right", "A", "B"],
-        ["A"],
-        ["left"],
-    ],
-    "complex": [
-        ["NOOP"],
-        ["right"],
-        ["right", "A"],
-        ["right", "B"],
-        ["right", "A", "B"],
-        ["A"],
-        ["left"],
-        ["left", "A"],
-        ["left", "B"],
-        ["left", "A", "B"],
-        ["down"],
-        ["up"],
-    ],
-}
-_BUTTON_BITS = {
-    "right": 0b10000000,
-    "left": 0b01000000,
-    "down": 0b00100000,
-    "up": 0b00010000,
-    "B": 0b00000010,
-    "A": 0b00000001,
-    "NOOP": 0,
-}
-
 # Exit status of a process whose env build overran its watchdog.
 WATCHDOG_EXIT_CODE = 3
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvSpec:
-    """What an env is; actor and learner must agree on it (it travels in the registration)."""
-
-    level: str = "1-1"  # "W-S" Super Mario Bros stage, or a Gymnasium id
-    action_set: ActionSet = "simple"  # Mario only
-    frame_skip: int = 4  # NES frames per agent step
-    frame_size: int = 84  # observation is frame_size x frame_size uint8
-    no_progress_steps: int = (
-        100  # truncate after this many agent steps without a new max x_pos; 0 = never
-    )
-    reward_scale: float = 1.0  # training reward = scale * (game reward + bonuses); 1 = off
-    reward_clip: float = 0.0  # clip the per-step training reward to ±reward_clip; 0 = off
-    flag_bonus: float = 0.0  # added on reaching the flag (the game's own +50 is clamped to 15)
-    death_penalty: float = 0.0  # subtracted on death (the game's own -25 is clamped to -15)
-    sticky_actions: float = 0.0  # each NES frame repeats the previous frame's buttons with this p
-    noop_max: int = 0  # each episode starts with 0..noop_max agent steps of no buttons
-    stall_terminates: bool = False  # the no-progress cutoff ends the episode as a termination
-
-    def problems(self) -> list[str]:
-        """Every invalid field, each as a sentence saying what to change."""
-        out = []
-        if not self.level:
-            out.append("level must be a stage like '1-1', a set of them, or a Gymnasium id")
-        else:
-            try:
-                parse_levels(self.level)
-            except LevelSetError as exc:
-                out.append(str(exc))
-        if self.is_mario and self.action_set not in ACTION_SETS:
-            out.append(f"action_set must be one of {sorted(ACTION_SETS)}, got {self.action_set!r}")
-        if self.frame_skip < 1:
-            out.append(f"frame_skip must be >= 1, got {self.frame_skip}")
-        if not 8 <= self.frame_size <= 256:
-            out.append(f"frame_size must be in [8, 256], got {self.frame_size}")
-        if self.no_progress_steps < 0:
-            out.append(f"no_progress_steps must be >= 0 (0 disables), got {self.no_progress_steps}")
-        if self.reward_scale <= 0:
-            out.append(f"reward_scale must be > 0, got {self.reward_scale}")
-        if self.reward_clip < 0:
-            out.append(f"reward_clip must be >= 0 (0 disables), got {self.reward_clip}")
-        if not 0 <= self.sticky_actions < 1:
-            out.append(f"sticky_actions must be in [0, 1) (0 = off), got {self.sticky_actions}")
-        if not 0 <= self.noop_max <= 1000:
-            out.append(f"noop_max must be in [0, 1000] (0 = off), got {self.noop_max}")
-        return out
-
-    @property
-    def is_mario(self) -> bool:
-        """Super Mario Bros stages (one or a set), not a Gymnasium id."""
-        try:
-            return is_stage(parse_levels(self.level)[0])
-        except LevelSetError:
-            return False
-
-    @property
-    def levels(self) -> tuple[str, ...]:
-        return parse_levels(self.level)
-
-    def to_wire(self) -> dict[str, str | int | float | bool]:
-        return dataclasses.asdict(self)
 
 
 class EpisodeSummary(NamedTuple):
@@ -225,7 +125,7 @@ class FrameEnv:
         if spec.is_mario:
             self._games[self.level] = self._build(self.level)
             self._buttons = [
-                sum(_BUTTON_BITS[b] for b in combo) for combo in ACTION_SETS[spec.action_set]
+                sum(BUTTON_BITS[b] for b in combo) for combo in ACTION_SETS[spec.action_set]
             ]
             self.num_actions = len(self._buttons)
             self._gray = [np.zeros((240, 256), np.uint8) for _ in range(2)]

@@ -21,7 +21,7 @@ from common.config import (
     UnitInterval,
 )
 from common.config import option as _f
-from common.env import ACTION_SETS, ActionSet
+from common.env_spec import ACTION_SETS, ActionSet
 from common.levels import LevelSetError, Schedule, parse_levels
 from common.model import Arch, ModelSpec
 from learner import tensorboard

@@ -52,7 +52,8 @@ from actor.evaluation import (
     seeded_generator,
     summarise,
 )
-from common.env import EnvSpec, FrameEnv
+from common.env import FrameEnv
+from common.env_spec import EnvSpec
 from common.levels import progress
 from common.model import ActorCritic, DeviceUnavailable, ModelSpec, resolve_device
 from common.rundir import RunDir

@@ -22,7 +22,8 @@ import numpy as np
 
 from actor import eval_matrix as em
 from actor.evaluation import NES_FPS, Policy
-from common.env import EnvSpec, FrameEnv
+from common.env import FrameEnv
+from common.env_spec import EnvSpec
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

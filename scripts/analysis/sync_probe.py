@@ -31,7 +31,8 @@ from actor.main import to_wire_chunk
 from actor.rollout import Lane, infer_and_act
 from common import config as config_io
 from common import wire
-from common.env import EnvSpec, build_envs
+from common.env import build_envs
+from common.env_spec import EnvSpec
 from common.model import ActorCritic
 from learner.batching import collate, to_host
 from learner.config import LearnerConfig

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from actor.rollout import Lane, infer_and_act, sample_from_logits, split_lanes
-from common.env import EnvSpec, build_envs
+from common.env import build_envs
+from common.env_spec import EnvSpec
 from common.model import ActorCritic, ModelSpec
 from scripts.bench.shared import arg_parser, raw_frames_per_s, summed_rate
 

@@ -18,7 +18,8 @@ import time
 import numpy as np
 import torch
 
-from common.env import EnvSpec, FrameEnv
+from common.env import FrameEnv
+from common.env_spec import EnvSpec
 from common.model import ActorCritic, ModelSpec
 from scripts.bench.shared import arg_parser, raw_frames_per_s
 

@@ -151,7 +151,8 @@ def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: f
 
 def step_emulators(n: int, ready: EventType) -> None:
     """Step `n` Mario envs, each in its own thread (nes-py releases the GIL), until killed."""
-    from common.env import EnvSpec, FrameEnv, build_envs
+    from common.env import FrameEnv, build_envs
+    from common.env_spec import EnvSpec
 
     def play(env: FrameEnv, seed: int) -> None:
         rng = np.random.default_rng(seed)

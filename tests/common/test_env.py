@@ -220,7 +220,7 @@ def test_build_gives_up_with_a_clear_error(monkeypatch):
 def test_watchdog_turns_a_hung_build_into_a_nonzero_exit():
     code = (
         "import logging; logging.basicConfig()\n"
-        "from common.env import EnvSpec, build_envs\n"
+        "from common.env import build_envs\nfrom common.env_spec import EnvSpec\n"
         "build_envs(EnvSpec(level='tests.fakes:HangingBuild-v0'), 1, timeout_s=2)\n"
     )
     start = time.perf_counter()

@@ -93,7 +93,8 @@ def test_an_env_of_a_set_plays_each_drawn_level_on_its_own_emulator():
     each level's emulator is built once, when it is first drawn."""
     import numpy as np
 
-    from common.env import EnvSpec, FrameEnv
+    from common.env import FrameEnv
+    from common.env_spec import EnvSpec
 
     built: list[float] = []
     spec = EnvSpec(level="1-1,1-2", no_progress_steps=3)
@@ -115,7 +116,7 @@ def test_an_env_of_a_set_plays_each_drawn_level_on_its_own_emulator():
 
 
 def test_a_bad_set_is_refused_by_the_env_spec_with_every_problem():
-    from common.env import EnvSpec
+    from common.env_spec import EnvSpec
 
     problems = EnvSpec(level="1-1,world:0,9-9").problems()
     assert len(problems) == 1 and "'world:0'" in problems[0] and "'9-9'" in problems[0]

@@ -15,7 +15,8 @@ from actor.config import ActorConfig
 from actor.main import to_wire_chunk
 from actor.rollout import Lane, infer_and_act
 from common import wire
-from common.env import EnvSpec, FrameEnv
+from common.env import FrameEnv
+from common.env_spec import EnvSpec
 from common.model import ActorCritic, ModelSpec
 from common.stacking import stack_frames
 from learner.batching import collate

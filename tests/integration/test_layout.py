@@ -12,7 +12,8 @@ from actor.config import ActorConfig
 from actor.main import to_wire_chunk
 from actor.rollout import Lane
 from common import chunk, wire
-from common.env import EnvSpec, FrameEnv
+from common.env import FrameEnv
+from common.env_spec import EnvSpec
 from learner.batching import (
     collate,
     from_sequences,

@@ -12,7 +12,8 @@ import json
 import numpy as np
 import pytest
 
-from common.env import EnvSpec, FrameEnv
+from common.env import FrameEnv
+from common.env_spec import EnvSpec
 from common.rundir import RunDir
 from scripts import report
 from tests import procs

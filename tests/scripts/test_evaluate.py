@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from actor import evaluation
-from common.env import EnvSpec, EpisodeSummary, FrameEnv
+from common.env import EpisodeSummary, FrameEnv
+from common.env_spec import EnvSpec
 from common.model import ActorCritic, ModelSpec
 from common.rundir import RunDir
 from learner import checkpoint
