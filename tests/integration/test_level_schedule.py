@@ -43,10 +43,13 @@ def test_the_actor_draws_levels_with_the_learners_progress_weights(tmp_path):
         return {lv: m.get(f"{name}{{level={lv}}}", -1.0) for lv in LEVELS}
 
     def agree() -> bool:
+        """The learner's gauges show both levels' progress (the weights are set beside them)
+        and uneven weights, and the actor draws with exactly those."""
+        played = all(p > 0 for p in weights(lport, "mario_level_progress").values())
         sent = weights(lport, "mario_level_schedule_weight")
         used = weights(aport, "mario_actor_level_probability")
         uneven = abs(sent["1-1"] - 0.5) > 0.05  # both levels ranked: no longer the tie's 50/50
-        return uneven and all(abs(sent[lv] - used[lv]) < 1e-6 for lv in LEVELS)
+        return played and uneven and all(abs(sent[lv] - used[lv]) < 1e-6 for lv in LEVELS)
 
     try:
         procs.wait_until(
@@ -62,8 +65,8 @@ def test_the_actor_draws_levels_with_the_learners_progress_weights(tmp_path):
         m = procs.scrape(lport)
         for lv in LEVELS:
             assert 0 < m[f"mario_level_progress{{level={lv}}}"] <= 1
-        # the weaker level (lower progress) is drawn more often
-        sent = weights(lport, "mario_level_schedule_weight")
+        # the weaker level (lower progress) is drawn more often: both gauges of one scrape
+        sent = {lv: m[f"mario_level_schedule_weight{{level={lv}}}"] for lv in LEVELS}
         prog = {lv: m[f"mario_level_progress{{level={lv}}}"] for lv in LEVELS}
         weak, strong = sorted(LEVELS, key=prog.get)
         assert prog[weak] == prog[strong] or sent[weak] > sent[strong]
