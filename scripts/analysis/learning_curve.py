@@ -143,7 +143,14 @@ def plot_levels(by_level: dict[str, list[Window]], path: Path, title: str = "") 
     axes[1, 1].set_xlabel("minutes since the learner started")
     for ax in axes.flat:
         ax.grid(alpha=0.3)
-    axes[0, 1].legend(fontsize=8, loc="upper left", ncol=2 if len(by_level) > 8 else 1)
+    handles, labels = axes[0, 1].get_legend_handles_labels()
+    if right[1] is not None:  # levels of unknown length are drawn on the twin axis
+        more = right[1].get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
+    if handles:
+        axes[0, 1].legend(
+            handles, labels, fontsize=8, loc="upper left", ncol=2 if len(by_level) > 8 else 1
+        )
     if title:
         fig.suptitle(title)
     fig.tight_layout()
