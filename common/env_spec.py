@@ -12,31 +12,14 @@ from typing import Literal
 from common.levels import LevelSetError, is_stage, parse_levels
 
 ActionSet = Literal["right_only", "simple", "complex"]
+# Each set extends the one before it, so an action's index means the same in every set.
+_RIGHT_ONLY = [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"]]
+_SIMPLE = [*_RIGHT_ONLY, ["A"], ["left"]]
+_COMPLEX = [*_SIMPLE, ["left", "A"], ["left", "B"], ["left", "A", "B"], ["down"], ["up"]]
 ACTION_SETS: dict[ActionSet, list[list[str]]] = {
-    "right_only": [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"]],
-    "simple": [
-        ["NOOP"],
-        ["right"],
-        ["right", "A"],
-        ["right", "B"],
-        ["right", "A", "B"],
-        ["A"],
-        ["left"],
-    ],
-    "complex": [
-        ["NOOP"],
-        ["right"],
-        ["right", "A"],
-        ["right", "B"],
-        ["right", "A", "B"],
-        ["A"],
-        ["left"],
-        ["left", "A"],
-        ["left", "B"],
-        ["left", "A", "B"],
-        ["down"],
-        ["up"],
-    ],
+    "right_only": _RIGHT_ONLY,
+    "simple": _SIMPLE,
+    "complex": _COMPLEX,
 }
 BUTTON_BITS = {
     "right": 0b10000000,

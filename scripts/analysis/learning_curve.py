@@ -61,6 +61,16 @@ def _pyplot():
     return plt
 
 
+def _label(axes: np.ndarray, top: str) -> None:
+    """The 2x2 grid's labels: `top` over the flag rate; frames, then minutes, along the bottom."""
+    axes[0, 0].set_ylabel(top)
+    axes[1, 0].set_ylabel("flag rate per window (%)")
+    axes[1, 0].set_xlabel("env frames (millions)")
+    axes[1, 1].set_xlabel("minutes since the learner started")
+    for ax in axes.flat:
+        ax.grid(alpha=0.3)
+
+
 def plot_curves(runs: dict[str, list[Window]], path: Path, reference: bool = True) -> None:
     """Mean max x and flag rate per window against env frames (left) and minutes (right)."""
     plt = _pyplot()
@@ -82,12 +92,7 @@ def plot_curves(runs: dict[str, list[Window]], path: Path, reference: bool = Tru
         )
         for col in (0, 1):
             axes[0, col].axhline(RANDOM_1_1, color="gray", linestyle=":", label="random policy")
-    axes[0, 0].set_ylabel("mean max x per window")
-    axes[1, 0].set_ylabel("flag rate per window (%)")
-    axes[1, 0].set_xlabel("env frames (millions)")
-    axes[1, 1].set_xlabel("minutes since the learner started")
-    for ax in axes.flat:
-        ax.grid(alpha=0.3)
+    _label(axes, "mean max x per window")
     axes[0, 1].legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -137,12 +142,7 @@ def plot_levels(by_level: dict[str, list[Window]], path: Path, title: str = "") 
                 )
             axes[1, col].plot(xs, [100 * (w.flag_rate or 0.0) for w in ws], label=level, **style)
     _from_zero(axes)
-    axes[0, 0].set_ylabel("progress per window (%)")
-    axes[1, 0].set_ylabel("flag rate per window (%)")
-    axes[1, 0].set_xlabel("env frames (millions)")
-    axes[1, 1].set_xlabel("minutes since the learner started")
-    for ax in axes.flat:
-        ax.grid(alpha=0.3)
+    _label(axes, "progress per window (%)")
     handles, labels = axes[0, 1].get_legend_handles_labels()
     if right[1] is not None:  # levels of unknown length are drawn on the twin axis
         more = right[1].get_legend_handles_labels()

@@ -60,10 +60,8 @@ class Client:
         return total
 
 
-@pytest.fixture
-def ingest():
-    version = {"v": 0}
-    settings = IngestSettings(
+def ingest_settings(**kw) -> IngestSettings:
+    fields = dict(
         run_id="r",
         env_spec={"action_set": "simple", "frame_size": S},
         model_spec=MODEL,
@@ -74,6 +72,13 @@ def ingest():
         heartbeat_interval_s=0.5,
         actor_timeout_s=3,
     )
+    return IngestSettings(**{**fields, **kw})
+
+
+@pytest.fixture
+def ingest():
+    version = {"v": 0}
+    settings = ingest_settings()
     port = free_port(2)
     ing = Ingest(settings, LearnerMetrics(), lambda: version["v"], host="127.0.0.1", port=port)
     ing.start()
@@ -211,18 +216,7 @@ def test_silent_actor_is_forgotten(ingest):
 
 def test_episodes_reach_the_level_statistics_and_foreign_levels_are_named(caplog):
     seen = []
-    settings = IngestSettings(
-        run_id="r",
-        env_spec={"action_set": "simple", "frame_size": S},
-        model_spec=MODEL,
-        unroll_length=T,
-        credits_per_actor=2,
-        queue_chunks=3,
-        max_policy_lag=5,
-        heartbeat_interval_s=0.5,
-        actor_timeout_s=3,
-        levels=("1-1", "1-2"),
-    )
+    settings = ingest_settings(levels=("1-1", "1-2"))
     port = free_port(2)
     ing = Ingest(
         settings, LearnerMetrics(), lambda: 0, host="127.0.0.1", port=port, on_episode=seen.append
