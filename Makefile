@@ -2,12 +2,38 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# python3.13 from PATH, else pyenv's, else the usual system places.
-PYTHON313 ?= $(shell for p in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.13 /usr/local/bin/python3.13 /usr/bin/python3.13; do \
-	$$p -c 'import sys; assert sys.version_info[:2] == (3, 13)' >/dev/null 2>&1 && { echo $$p; break; }; done)
+# The interpreter the venv is made from: the first python3.13, then python3.12, on PATH, under
+# pyenv, among uv's managed Pythons, or in the usual system places. PYTHON=/path/to/python takes
+# that one; PYTHON=python3.12 (a name) is looked for in the same places.
+ifdef PYTHON313
+$(error PYTHON313 is gone: pass PYTHON=/path/to/python3.13 (or python3.12))
+endif
+PY_SUPPORTED := import sys; assert sys.version_info[:2] in ((3, 12), (3, 13))
+ifeq ($(PYTHON),)
+PY_NAMES := python3.13 python3.12
+PY_CHECK := $(PY_SUPPORTED)
+else
+PY_NAMES := $(PYTHON)
+PY_CHECK := pass
+endif
+ifneq ($(findstring /,$(PYTHON)),)
+BASE_PYTHON := $(PYTHON)
+else
+BASE_PYTHON := $(shell for n in $(PY_NAMES); do v=$${n:6}; for p in $$n \
+	$$HOME/.pyenv/versions/$$v*/bin/$$n $${UV_PYTHON_INSTALL_DIR:-$$HOME/.local/share/uv/python}/cpython-$$v*/bin/$$n \
+	/usr/local/bin/$$n /usr/bin/$$n; do command -v $$p >/dev/null 2>&1 && \
+	$$p -c '$(PY_CHECK)' >/dev/null 2>&1 && { command -v $$p; exit 0; }; done; done)
+endif
 STAMP := $(VENV)/.installed
+# where torch comes from: auto (the interpreter's own CUDA torch, else the venv's), box (the
+# interpreter's own), venv (installed into the venv); WHEELS=dir|file.tar installs offline from a
+# wheelhouse that make wheelhouse wrote (docs/DEPLOY.md, "GPU boxes")
+TORCH ?= auto
+WHEELS ?=
+OUT ?=
+NO_PYTHON = { echo "error: $(if $(PYTHON),PYTHON=$(PYTHON) not found,no python3.13 or python3.12 found) (PATH, pyenv, uv); install one (pyenv install 3.13) or pass PYTHON=/path/to/python" >&2; exit 1; }
 
-.PHONY: install install-tensorboard test test-fast lint bench
+.PHONY: install install-tensorboard wheelhouse test test-fast lint bench
 
 install: $(STAMP)
 
@@ -16,11 +42,16 @@ install-tensorboard: install
 	$(PY) -m pip install --quiet -e '.[tensorboard]'
 
 $(STAMP): pyproject.toml
-	@test -n "$(PYTHON313)" || { echo "error: python3.13 not found; install it (pyenv install 3.13) or pass PYTHON313=/path/to/python3.13" >&2; exit 1; }
-	test -x $(PY) || $(PYTHON313) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@test -n "$(BASE_PYTHON)" || $(NO_PYTHON)
+	$(BASE_PYTHON) -m scripts.install venv --venv $(VENV) --torch $(TORCH) $(if $(WHEELS),--wheels $(WHEELS))
 	touch $(STAMP)
+
+# every wheel the project needs for PYTHON in OUT (and OUT.tar), for a box with no package index;
+# torch is left out when PYTHON has its own (TORCH=box / venv decide instead)
+wheelhouse:
+	@test -n "$(BASE_PYTHON)" || $(NO_PYTHON)
+	@test -n "$(OUT)" || { echo "error: make wheelhouse needs OUT=dir (OUT.tar is written beside it)" >&2; exit 1; }
+	$(BASE_PYTHON) -m scripts.install wheelhouse --out $(OUT) --torch $(TORCH)
 
 test: install
 	$(PY) -m pytest
