@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
@@ -22,6 +20,11 @@ from learner.update import (
 
 H = W = 84
 A = 7
+
+
+def replaced(batch: Batch, **arrays) -> Batch:
+    """A copy of `batch` with some arrays swapped (copy.replace needs Python 3.13)."""
+    return Batch(**(vars(batch) | arrays))
 
 
 def make_batch(T: int, N: int, *, terminated=None, truncated=None, final_t=None, seed=0) -> Batch:
@@ -53,7 +56,7 @@ def on_policy(model: ActorCritic, batch: Batch) -> Batch:
         stacks = stack_frames(batch.frames, batch.first)[:-1]  # [T, N, 4, H, W]
         last = previous_actions(batch, A)[:-1]  # [T, N]
         logits = model(stacks.flatten(0, 1), last.flatten()).logits.view(*stacks.shape[:2], A)
-    return dataclasses.replace(batch, behaviour_logits=logits)
+    return replaced(batch, behaviour_logits=logits)
 
 
 @pytest.fixture
@@ -111,7 +114,7 @@ def test_final_frame_matters_only_where_truncated(model):
         truncated=torch.tensor([[False, False], [True, False], [False, False], [False, False]]),
         final_t=torch.tensor([1, -1]),
     )
-    other = dataclasses.replace(b, final_frames=torch.zeros_like(b.final_frames))
+    other = replaced(b, final_frames=torch.zeros_like(b.final_frames))
     v1 = forward_and_targets(model, b, HYPER).vtrace.vs
     v2 = forward_and_targets(model, other, HYPER).vtrace.vs
     assert not torch.allclose(v1[:2, 0], v2[:2, 0])  # sequence 0: steps up to the cut change
@@ -121,7 +124,7 @@ def test_final_frame_matters_only_where_truncated(model):
 
 def test_reward_scale_and_clip(model):
     b = on_policy(model, make_batch(1, 1, terminated=torch.tensor([[True]])))
-    b = dataclasses.replace(b, rewards=torch.tensor([[40.0]]))
+    b = replaced(b, rewards=torch.tensor([[40.0]]))
     vs = forward_and_targets(model, b, hyper(reward_scale=0.1, reward_clip=1.0)).vtrace.vs
     assert float(vs[0, 0]) == pytest.approx(1.0)
 
@@ -141,7 +144,7 @@ def test_step_learns_a_fixed_batch(model):
 
 def test_previous_actions_shift_actions_and_mark_episode_starts():
     b = make_batch(3, 2, terminated=torch.tensor([[False, False], [True, False], [False, False]]))
-    b = dataclasses.replace(
+    b = replaced(
         b,
         actions=torch.tensor([[1, 2], [3, 4], [0, 1]]),
         last_actions=torch.tensor([A, 4]),
@@ -154,7 +157,7 @@ def test_previous_actions_shift_actions_and_mark_episode_starts():
 
 def test_the_previous_action_changes_the_targets(model):
     b = on_policy(model, make_batch(3, 1, seed=4))
-    other = dataclasses.replace(b, actions=(b.actions + 1) % A)
+    other = replaced(b, actions=(b.actions + 1) % A)
     v1 = forward_and_targets(model, b, HYPER).values
     v2 = forward_and_targets(model, other, HYPER).values
     torch.testing.assert_close(v1[0], v2[0])  # step 0 starts the episode: no previous action
@@ -223,7 +226,7 @@ def test_surrogate_stops_pushing_a_policy_that_moved_past_the_clip(model):
     logits.scatter_add_(-1, batch.actions[..., None], shift[..., None])
     # the other actions' logits are unchanged, so mu(a) moves by less than the shift: the ratio
     # still lands beyond the clip in the advantage's direction
-    moved = dataclasses.replace(batch, behaviour_logits=logits.detach())
+    moved = replaced(batch, behaviour_logits=logits.detach())
     model.zero_grad()
     losses = loss_and_stats(
         model, moved, HYPER._replace(baseline_cost=0.0, entropy_cost=0.0, ppo_clip=0.1)
@@ -238,7 +241,7 @@ def test_popart_step_learns_a_fixed_batch_in_normalised_units(model):
 
     batch = on_policy(model, make_batch(4, 2, seed=3))
     # targets far from the head's scale
-    batch = dataclasses.replace(batch, rewards=batch.rewards * 100)
+    batch = replaced(batch, rewards=batch.rewards * 100)
     popart = PopArt(model.value, beta=0.3)
     learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-3), HYPER, popart)
     for _ in range(40):
