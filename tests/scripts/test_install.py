@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from scripts import install
-from scripts.install import InstallError, Torch
+from scripts.install import box, rules
+from scripts.install.__main__ import project
+from scripts.install.rules import InstallError, Torch
 from tests import procs
 
 ROOT = procs.ROOT
@@ -72,28 +73,28 @@ OLD = Torch("2.3.0", "12.1", True, "/box/site-packages/torch/__init__.py")
     ],
 )
 def test_torch_plan(mode, found, reuse):
-    assert install.torch_plan(mode, found, (2, 6))[0] is reuse
+    assert rules.torch_plan(mode, found, (2, 6))[0] is reuse
 
 
 @pytest.mark.parametrize(("found", "words"), [(None, "cannot import torch"), (OLD, "older than")])
 def test_torch_box_refuses_what_it_cannot_use(found, words):
     with pytest.raises(InstallError, match=words) as e:
-        install.torch_plan("box", found, (2, 6))
+        rules.torch_plan("box", found, (2, 6))
     assert "TORCH=venv" in str(e.value)
 
 
 def test_minimum_torch_is_the_projects():
-    assert install.minimum_torch(install.project()["dependencies"]) >= (2, 6)
-    assert install.minimum_torch(["numpy>=2", "torch >= 2.7.1"]) == (2, 7, 1)
-    assert install.version_tuple("2.14.1+cu130") == (2, 14, 1)
+    assert rules.minimum_torch(project()["dependencies"]) >= (2, 6)
+    assert rules.minimum_torch(["numpy>=2", "torch >= 2.7.1"]) == (2, 7, 1)
+    assert rules.version_tuple("2.14.1+cu130") == (2, 14, 1)
 
 
 def test_relax_changes_only_requires_python():
     text = '[project]\nname = "nes_py"\nrequires-python = ">=3.13"\nversion = "9.0.1"\n'
-    relaxed = install.relax_requires_python(text)
+    relaxed = rules.relax_requires_python(text)
     assert relaxed == text.replace('">=3.13"', '">=3.12"')
     with pytest.raises(InstallError, match="requires-python"):
-        install.relax_requires_python('[project]\nname = "x"\n')
+        rules.relax_requires_python('[project]\nname = "x"\n')
 
 
 @pytest.mark.parametrize(
@@ -106,12 +107,12 @@ def test_relax_changes_only_requires_python():
     ],
 )
 def test_wheel_matches(filename, ok):
-    assert install.wheel_matches(filename, "nes-py", "9.0.1", (3, 12)) is ok
+    assert rules.wheel_matches(filename, "nes-py", "9.0.1", (3, 12)) is ok
 
 
 def test_pure_wheel_matches_any_cpython():
     name = "gym_super_mario_bros-9.1.0-py3-none-any.whl"
-    assert install.wheel_matches(name, "gym-super-mario-bros", "9.1.0", (3, 12))
+    assert rules.wheel_matches(name, "gym-super-mario-bros", "9.1.0", (3, 12))
 
 
 # ---- the Makefile's interpreter search ----------------------------------------------------------
@@ -256,13 +257,15 @@ def test_box_torch_is_linked_not_copied_and_pip_cannot_harm_it(tmp_path):
     venv = tmp_path / "v"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
     site = venv_site(venv)
-    install.link_box_torch(venv, site)
-    box = venv / install.BOX_DIR
-    files = [p for p in box.rglob("*") if not p.is_dir()]
+    box.link_box_torch(venv, site)
+    mirror = venv / box.BOX_DIR
+    files = [p for p in mirror.rglob("*") if not p.is_dir()]
     assert files and all(p.is_symlink() for p in files)
-    assert (box / "torch/__init__.py").resolve() == Path(torch.__file__).resolve()
-    assert list(box.glob("nvidia_cuda_runtime*.dist-info")) or torch.version.cuda is None
-    assert not (box / "zmq").exists() and not (box / "msgpack").exists()  # not the project's deps
+    assert (mirror / "torch/__init__.py").resolve() == Path(torch.__file__).resolve()
+    assert list(mirror.glob("nvidia_cuda_runtime*.dist-info")) or torch.version.cuda is None
+    assert (
+        not (mirror / "zmq").exists() and not (mirror / "msgpack").exists()
+    )  # not the project's deps
     r = subprocess.run(
         [venv / "bin/python", "-c", "import torch; print(torch.__file__, torch.ones(2).sum())"],
         capture_output=True,
@@ -280,7 +283,7 @@ def test_box_torch_is_linked_not_copied_and_pip_cannot_harm_it(tmp_path):
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
-    assert not (box / "filelock/__init__.py").exists() and real.is_file()
+    assert not (mirror / "filelock/__init__.py").exists() and real.is_file()
 
 
 # ---- the GPU-box path end to end ----------------------------------------------------------------
@@ -291,7 +294,7 @@ def box_python() -> str:
     the venv of `make test-fast PYTHON=python3.12 VENV=.venv-3.12` (CI makes it first), else
     the test's own interpreter (3.13 with torch)."""
     p = ROOT / ".venv-3.12" / "bin" / "python"
-    if p.exists() and install.probe_torch(str(p))[0] is not None:
+    if p.exists() and box.probe_torch(str(p))[0] is not None:
         return str(p)
     return sys.executable
 
@@ -299,13 +302,13 @@ def box_python() -> str:
 @pytest.mark.slow
 @pytest.mark.integration
 def test_offline_install_from_a_wheelhouse_reuses_the_box_torch_and_trains(tmp_path):
-    box = box_python()
-    box_torch, problem = install.probe_torch(box)
+    box_py = box_python()
+    box_torch, problem = box.probe_torch(box_py)
     assert box_torch is not None, problem
     offline = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     out = tmp_path / "wheelhouse"
     r = subprocess.run(
-        ["make", "--no-print-directory", "wheelhouse", f"PYTHON={box}", f"OUT={out}"],
+        ["make", "--no-print-directory", "wheelhouse", f"PYTHON={box_py}", f"OUT={out}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -317,7 +320,7 @@ def test_offline_install_from_a_wheelhouse_reuses_the_box_torch_and_trains(tmp_p
     version = tuple(int(v) for v in manifest["python"].split("."))
     assert manifest["torch"].startswith("left out")
     assert not [w for w in manifest["wheels"] if w.startswith(("torch-", "nvidia_", "triton-"))]
-    assert any(install.wheel_matches(w, "nes-py", "9.0.1", version) for w in manifest["wheels"])
+    assert any(rules.wheel_matches(w, "nes-py", "9.0.1", version) for w in manifest["wheels"])
     with tarfile.open(out.with_suffix(".tar")) as tar:
         assert set(manifest["wheels"]) <= set(tar.getnames())
 
@@ -325,13 +328,13 @@ def test_offline_install_from_a_wheelhouse_reuses_the_box_torch_and_trains(tmp_p
     offline.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1")
     venv = tmp_path / "venv"
     r = subprocess.run(
-        ["make", "--no-print-directory", "install", f"PYTHON={box}", f"VENV={venv}",
+        ["make", "--no-print-directory", "install", f"PYTHON={box_py}", f"VENV={venv}",
          f"WHEELS={out.with_suffix('.tar')}"],
         cwd=ROOT, capture_output=True, text=True, env=offline, timeout=1800, check=False,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "nothing downloaded" in r.stdout and "the interpreter's own" in r.stdout
-    venv_torch, problem = install.probe_torch(str(venv / "bin/python"))
+    venv_torch, problem = box.probe_torch(str(venv / "bin/python"))
     assert venv_torch is not None, problem
     assert Path(venv_torch.path).resolve() == Path(box_torch.path).resolve()  # the box's, no other
     site = venv_site(venv)
