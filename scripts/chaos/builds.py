@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from actor.config import ActorConfig
 from common.env import EnvBuildError, build_envs
+from scripts.chaos.soak.judge import percentile
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = [sys.executable, "-m", "scripts.chaos.builds", "--worker"]  # builds N envs, then exits
@@ -59,14 +59,13 @@ def builds(count: int, level: str) -> dict:
         if proc.returncode:
             restarts += 1
             failures.append(f"build worker exited {proc.returncode} (watchdog)")
-    q = statistics.quantiles(times, n=100, method="inclusive") if times else [None] * 99
     cfg = ActorConfig()
     return {
         "builds": count,
         "failures": len(failures),
         "failure_messages": failures[:20],
         "worker_restarts": restarts,
-        **{f"p{p}_s": q[p - 1] for p in (50, 90, 99)},
+        **{f"p{p}_s": percentile(times, p) for p in (50, 90, 99)},
         "max_s": max(times, default=None),
         "wall_s": round(time.perf_counter() - start, 1),
         "timeout_s": cfg.build_timeout_s,

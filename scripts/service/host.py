@@ -26,7 +26,9 @@ PREFIX = "MARIO_"
 
 
 def _cores() -> int:
-    return os.process_cpu_count() or 1
+    """The cores this process may run on (os.process_cpu_count from Python 3.13)."""
+    count = getattr(os, "process_cpu_count", None)
+    return (count() if count else len(os.sched_getaffinity(0))) or 1
 
 
 # Variables that were renamed: old -> (new, what it now takes)

@@ -16,6 +16,7 @@ import pytest
 
 from common.rundir import RunDir
 from learner import checkpoint
+from scripts.service import host
 from tests import procs
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -131,7 +132,7 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
         assert first["mario:eval"] == ("STOPPED", 0)  # EVAL=false: configured, not started
         # 4 actors and the learner on 5 cores or fewer: one lane each (the lane rule)
         argv = Path(f"/proc/{first['mario:actor-0'][1]}/cmdline").read_bytes().split(b"\0")
-        assert ("--lanes" in map(bytes.decode, argv)) == ((os.process_cpu_count() or 1) <= 5)
+        assert ("--lanes" in map(bytes.decode, argv)) == (host._cores() <= 5)
 
         # -- kill -9 an actor: supervisord starts a new one, which streams again ------------
         old = first["mario:actor-1"][1]

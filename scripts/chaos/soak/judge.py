@@ -14,7 +14,9 @@ MIDWRITE_KILLS_PER_30_MIN = 20
 
 def percentile(values: list[float], q: int) -> float | None:
     """The q-th percentile (1-99, linear interpolation); None for no values."""
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if values else None
+    if len(values) < 2:  # statistics.quantiles wants two before Python 3.13
+        return values[0] if values else None
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 def slope_per_minute(samples: list[tuple[float, float]]) -> float | None:
