@@ -311,7 +311,14 @@ def test_offline_install_from_a_wheelhouse_reuses_the_box_torch_and_trains(tmp_p
     offline = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     out = tmp_path / "wheelhouse"
     r = subprocess.run(
-        ["make", "--no-print-directory", "wheelhouse", f"PYTHON={box_py}", f"OUT={out}"],
+        [
+            "make",
+            "--no-print-directory",
+            "wheelhouse",
+            f"PYTHON={box_py}",
+            f"OUT={out}",
+            "TORCH=box",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
