@@ -38,8 +38,12 @@ from scripts.install.rules import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
 def project() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return pyproject()["project"]
 
 
 def check_python() -> tuple[int, int]:
@@ -228,7 +232,7 @@ def wheelhouse(out: Path, torch_mode: str, extras: str) -> None:
     if leave_out:
         reqs = [r for r in reqs if requirement_name(r) != "torch"]
     # the project's build backend, which pip's isolated build of the checkout needs offline
-    reqs += project_build_requires()
+    reqs += pyproject().get("build-system", {}).get("requires", [])
     with tempfile.TemporaryDirectory() as tmp:
         venv = Path(tmp) / "venv"
         run([sys.executable, "-m", "venv", venv], "making a build venv")
@@ -258,11 +262,6 @@ def wheelhouse(out: Path, torch_mode: str, extras: str) -> None:
         f"{manifest['torch']}; one file to copy: {archive} ({mb:.0f} MB). On the box: "
         f"make install PYTHON=python{manifest['python']} WHEELS={archive.name}"
     )
-
-
-def project_build_requires() -> list[str]:
-    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    return list(data.get("build-system", {}).get("requires", []))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,10 +31,7 @@ def norm(name: str) -> str:
 
 
 def requirement_name(req: str) -> str:
-    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
-    if not m:
-        raise ValueError(f"not a requirement: {req!r}")
-    return norm(m.group(1))
+    return parse_requirement(req)[0]
 
 
 def parse_requirement(req: str) -> tuple[str, set[str], str]:

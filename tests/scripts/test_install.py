@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from scripts.install import box, rules
-from scripts.install.__main__ import project
+from scripts.install.__main__ import project, site_packages
 from scripts.install.rules import InstallError, Torch
 from tests import procs
 
@@ -241,13 +241,7 @@ def test_an_existing_venv_of_another_python_is_refused(tmp_path, py312):
 
 
 def venv_site(venv: Path) -> Path:
-    out = subprocess.run(
-        [venv / "bin/python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return Path(out.stdout.strip())
+    return site_packages(venv / "bin/python")
 
 
 @pytest.mark.slow
