@@ -103,11 +103,13 @@ commands: install
 # RUN's latest checkpoint, or CKPT=file, on every level of LEVELS; EPISODES per policy and level;
 # POLICY=both (greedy, then sampled), greedy or sampled (GREEDY=1 / GREEDY=0, as before, pick
 # one); PERTURB=1 plays each level plain and perturbed (sticky actions 0.25, no-op starts 0..30)
-# side by side; EVAL_ARGS passes more flags (e.g. --scale 2 --no-progress-steps 100 --out DIR).
+# side by side; JOBS=N plays N levels at a time in N processes (same figures, one core each);
+# EVAL_ARGS passes more flags (e.g. --scale 2 --no-progress-steps 100 --out DIR).
 CKPT ?=
 EPISODES ?= 5
 POLICY ?= both
 PERTURB ?=
+JOBS ?=
 # make report COMPARE="runs/a runs/b" draws those runs' learning curves beside RUN's
 COMPARE ?=
 GREEDY ?=
@@ -117,7 +119,7 @@ EVAL_ARGS ?=
 
 eval: install
 	$(PY) -m scripts.evaluate $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) --levels $(LEVELS) \
-		--episodes $(EPISODES) $(if $(DEVICE),--device $(DEVICE)) $(if $(filter 1,$(PERTURB)),--perturbed) \
+		--episodes $(EPISODES) $(if $(DEVICE),--device $(DEVICE)) $(if $(filter 1,$(PERTURB)),--perturbed) $(if $(JOBS),--jobs $(JOBS)) \
 		--policy $(if $(GREEDY),$(if $(filter 1,$(GREEDY)),greedy,sampled),$(POLICY)) $(EVAL_ARGS)
 
 report: install

@@ -205,6 +205,31 @@ def level_seed(level: str) -> int:
 PoliciesFor = Callable[[str, Setting], Sequence[tuple[str, Policy, int]]]
 
 
+def play_level(
+    spec: EnvSpec,
+    setting: Setting,
+    setting_index: int,
+    level: str,
+    policies: Sequence[tuple[str, Policy, int]],
+    *,
+    seed: int = 0,
+    stack: int = STACK,
+    record: bool = True,
+) -> LevelResult:
+    """One level of `spec`'s set in one setting (the `setting_index`-th of the run): its env is
+    seeded by (seed, the level, the setting's index) alone, so the level plays the same episodes
+    whichever process plays it and whatever else that process played before."""
+    one = dataclasses.replace(
+        spec, level=level, sticky_actions=setting.sticky_actions, noop_max=setting.noop_max
+    )
+    env = FrameEnv(one, seed=(seed, level_seed(level), setting_index))
+    try:
+        played = play_policies(env, policies, stack=stack, record=record)
+    finally:
+        env.close()
+    return LevelResult(setting, level, played)
+
+
 def play_levels(
     spec: EnvSpec,
     settings: Sequence[Setting],
@@ -218,17 +243,10 @@ def play_levels(
     best episode's screens when recording, so that the caller can write and drop them)."""
     for s_index, setting in enumerate(settings):
         for level in spec.levels:
-            one = dataclasses.replace(
-                spec, level=level, sticky_actions=setting.sticky_actions, noop_max=setting.noop_max
-            )
-            env = FrameEnv(one, seed=(seed, level_seed(level), s_index))
-            try:
-                played = play_policies(
-                    env, policies_for(level, setting), stack=stack, record=record
-                )
-            finally:
-                env.close()
-            yield LevelResult(setting, level, played)
+            yield play_level(
+                spec, setting, s_index, level, policies_for(level, setting),
+                seed=seed, stack=stack, record=record,
+            )  # fmt: skip
 
 
 # ---- presentation (strings and JSON-ready dicts) ------------------------------------------------

@@ -26,6 +26,9 @@ after each step (the last NES frame of that step), the final (death / flag / cut
 A level's best episode is the one with the largest max x, then the largest return, then the
 earliest; its still is the screen on which it first reached that max x.
 
+`--jobs N` plays N levels (each in one setting) at a time in spawned processes; each level's
+episodes depend only on the seeds, so the figures are the same for every N.
+
 The episode logic lives in actor/evaluation.py, shared with the eval-mode actor; the matrix in
 actor/eval_matrix.py, shared with the random baseline.
 """
@@ -34,8 +37,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import multiprocessing
 import shutil
 import sys
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -180,10 +187,19 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--torch-threads", type=int, default=1, help="CPU threads for inference (as the actors)"
     )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="processes playing levels side by side (one level and setting each at a time; the "
+        "figures are the same for any number); up to one per free core",
+    )
     p.add_argument("--out", type=Path, help="output directory (default: RUN/eval)")
     args = p.parse_args(argv)
     if args.episodes < 1:
         p.error(f"--episodes must be >= 1, got {args.episodes}")
+    if args.jobs < 1:
+        p.error(f"--jobs must be >= 1, got {args.jobs}")
     if not 1 <= args.scale <= 8:
         p.error(f"--scale must be in [1, 8], got {args.scale}")
     return args
@@ -243,49 +259,112 @@ def _setup(args: argparse.Namespace) -> tuple[Checkpoint, EnvSpec, torch.device]
     return ckpt, spec, device
 
 
+class Plan(NamedTuple):
+    """What every process that plays levels needs: built once per process from the flags."""
+
+    args: argparse.Namespace
+    ckpt: Checkpoint
+    spec: EnvSpec
+    device: torch.device
+    settings: list[em.Setting]
+    names: tuple[str, ...]  # the policies, in play order
+    out: Path
+    fps: Fraction
+
+
+def plan_of(args: argparse.Namespace) -> Plan:
+    ckpt, spec, device = _setup(args)
+    names = POLICIES if args.policy == "both" else (args.policy,)
+    out = args.out or _default_out(ckpt.path, args.run_dir)
+    fps = Fraction(NES_FPS, spec.frame_skip)
+    return Plan(args, ckpt, spec, device, settings_of(args), names, out, fps)
+
+
+def play_unit(plan: Plan, setting_index: int, level: str) -> tuple[em.LevelResult, dict | None]:
+    """One level in one setting, every policy: its video and still written to the plan's out,
+    the result returned without its screens, with what `write_best` wrote (None without video)."""
+    args, model = plan.args, plan.ckpt.model
+    gen = seeded_generator(args.seed, em.level_seed(level), setting_index)
+    policies = [
+        (name, make_policy(model, greedy=name == "greedy", device=plan.device, generator=gen),
+         args.episodes)
+        for name in plan.names
+    ]  # fmt: skip
+    r = em.play_level(
+        plan.spec, plan.settings[setting_index], setting_index, level, policies,
+        seed=args.seed, stack=model.spec.stack, record=not args.no_video,
+    )  # fmt: skip
+    best = em.write_best(plan.out, r, plan.fps, args.scale)
+    return r._replace(played=r.played._replace(best_frames=[])), best
+
+
+# ---- --jobs: worker processes, each with its own plan ------------------------------------------
+_worker_plan: Plan | None = None
+
+
+def _worker_init(args: argparse.Namespace) -> None:
+    global _worker_plan
+    torch.set_num_threads(max(1, args.torch_threads))
+    _worker_plan = plan_of(args)
+
+
+def _worker_play(unit: tuple[int, str]) -> tuple[em.LevelResult, dict | None]:
+    assert _worker_plan is not None, "a worker plays only after _worker_init"
+    return play_unit(_worker_plan, *unit)
+
+
+def play_all(
+    plan: Plan, units: list[tuple[int, str]]
+) -> Iterator[tuple[em.LevelResult, dict | None]]:
+    """Every (setting index, level) unit, in the order given: in this process, or with --jobs N
+    in N spawned processes (fresh interpreters: no emulator or thread state is forked), each
+    playing one unit at a time. A unit's episodes depend on its seeds alone, so the matrix is the
+    same for every N."""
+    jobs = min(plan.args.jobs, len(units))
+    if jobs <= 1:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(max(1, plan.args.torch_threads))  # batch-1 convs lose from more
+        try:
+            for unit in units:
+                yield play_unit(plan, *unit)
+        finally:
+            torch.set_num_threads(threads)
+        return
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, ctx, initializer=_worker_init, initargs=(plan.args,)) as pool:
+        try:
+            yield from pool.map(_worker_play, units)
+        except BrokenProcessPool as exc:
+            raise EvalError(
+                f"a process playing levels died ({exc}); --jobs 1 plays them in this process, "
+                "where the cause shows"
+            ) from exc
+
+
 def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """Play the matrix, write each level's video and still, best.mp4 (the best of the first
     setting, for `make report`), summary.json and summary.md; returns the summary and the
     Markdown."""
-    ckpt, spec, device = _setup(args)
-    names = POLICIES if args.policy == "both" else (args.policy,)
-    settings = settings_of(args)
-    out = args.out or _default_out(ckpt.path, args.run_dir)
+    plan = plan_of(args)
+    ckpt, spec, settings, names, out = plan.ckpt, plan.spec, plan.settings, plan.names, plan.out
     out.mkdir(parents=True, exist_ok=True)
-    fps = Fraction(NES_FPS, spec.frame_skip)
-
-    def policies_for(level: str, setting: em.Setting) -> list[tuple[str, em.Policy, int]]:
-        gen = seeded_generator(args.seed, em.level_seed(level), settings.index(setting))
-        return [
-            (name, make_policy(ckpt.model, greedy=name == "greedy", device=device, generator=gen),
-             args.episodes)
-            for name in names
-        ]  # fmt: skip
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, args.torch_threads))  # batch-1 convs only lose from more threads
+    units = [(i, level) for i in range(len(settings)) for level in spec.levels]
     results, bests, video = [], [], None
-    try:
-        for r in em.play_levels(
-            spec, settings, policies_for, seed=args.seed, stack=ckpt.model.spec.stack,
-            record=not args.no_video,
-        ):  # fmt: skip
-            best = em.write_best(out, r, fps, args.scale)
-            if best is not None:
-                bests.append(best)
-                if r.setting == settings[0] and (video is None or _better(best, video)):
-                    shutil.copyfile(best["path"], out / "best.mp4")
-                    video = best | {"path": str(out / "best.mp4")}
-            results.append(r._replace(played=r.played._replace(best_frames=[])))
-    finally:
-        torch.set_num_threads(threads)
+    for r, best in play_all(plan, units):
+        if best is not None:
+            bests.append(best)
+            if r.setting == settings[0] and (video is None or _better(best, video)):
+                shutil.copyfile(best["path"], out / "best.mp4")
+                video = best | {"path": str(out / "best.mp4")}
+        results.append(r)
     matrix = em.tabulate(results)
     first = [r for r in results if r.setting == settings[0]]
     overall = {"policies": list(names), "episodes_per_policy": args.episodes}
     overall |= {"policy_version": ckpt.policy_version, "env_frames": ckpt.env_frames}
     overall |= {"level": spec.level, "levels": list(spec.levels), "checkpoint": str(ckpt.path)}
-    overall |= {"seed": args.seed, "device": str(device), "out": str(out)}
+    overall |= {"seed": args.seed, "device": str(plan.device), "out": str(out)}
     overall["settings"] = {s.name: s._asdict() for s in settings}
+    overall["jobs"] = min(args.jobs, len(units))
     pooled = {  # over the first setting's levels: what `make report` shows
         name: summarise([e for r in first for e in r.played.episodes[name]])._asdict()
         for name in names

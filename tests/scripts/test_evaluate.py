@@ -286,3 +286,9 @@ def test_make_eval_on_mario_writes_the_best_episode_in_colour(tmp_path):
     assert sky[2] > sky[0] + 40
     assert "### greedy" in proc.stdout and "### sampled" in proc.stdout
     assert "\n| 1-1 | 2 | " in proc.stdout
+
+
+def test_refuses_fewer_than_one_job(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        evaluate.main(["--run-dir", str(tmp_path), "--jobs", "0"])
+    assert exc.value.code == 2 and "--jobs must be >= 1, got 0" in capsys.readouterr().err

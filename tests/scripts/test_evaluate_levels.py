@@ -102,6 +102,34 @@ def test_perturbed_runs_differ_from_plain_ones_for_a_deterministic_greedy_policy
     assert (out / "level-1-2-perturbed.png").is_file() and (out / "level-1-2.mp4").is_file()
 
 
+@pytest.mark.slow
+def test_jobs_play_the_same_matrix_as_one_process(tmp_path):
+    """--jobs 3 over two levels, plain and perturbed (four units): every episode, row, best
+    episode and still as one process plays them; it fails if a worker's seeds depended on the
+    process or on what it played before, or if a unit were lost or reordered."""
+    make_run(tmp_path / "run")
+    common = ["--run-dir", str(tmp_path / "run"), "--levels", ",".join(LEVELS), *SHORT]
+    common += ["--episodes", "2", "--seed", "5", "--perturbed"]
+    summaries = {}
+    for jobs in (1, 3):
+        out = tmp_path / f"jobs{jobs}"
+        assert evaluate.main([*common, "--jobs", str(jobs), "--out", str(out)]) == 0
+        summaries[jobs] = json.loads((out / "summary.json").read_text())
+    one, three = summaries[1], summaries[3]
+    assert (one["overall"]["jobs"], three["overall"]["jobs"]) == (1, 3)
+    assert len({(e["setting"], e["level"]) for e in one["episodes"]}) == 4
+    assert three["episodes"] == one["episodes"]
+    assert three["matrix"] == one["matrix"]
+    assert [
+        (b["level"], b["setting"], b["policy"], b["episode"], b["max_x"]) for b in three["best"]
+    ] == [(b["level"], b["setting"], b["policy"], b["episode"], b["max_x"]) for b in one["best"]]
+    for b in one["best"]:
+        name = f"level-{b['level']}" + ("" if b["setting"] == "plain" else "-perturbed") + ".png"
+        a, c = (cv2.imread(str(tmp_path / d / name)) for d in ("jobs1", "jobs3"))
+        assert a is not None and np.array_equal(a, c)
+    assert (tmp_path / "jobs3" / "best.mp4").is_file()
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
