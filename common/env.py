@@ -72,6 +72,14 @@ class Step(NamedTuple):
     episode: EpisodeSummary | None  # set when terminated or truncated
 
 
+def signed_x(raw: int) -> int:
+    """Mario's x in the level from the game's 16-bit page:pixel pair, read as signed. The game
+    takes it below zero (page 0xFF) where it moves Mario back, as in 4-4's loops: read unsigned,
+    that is an x near 65,535, far past any level's end (the longest is under 4,000), which would
+    count as the furthest point of the episode."""
+    return raw - 0x10000 if raw >= 0x8000 else raw
+
+
 def _make_mario(world: int, stage: int) -> Any:
     """The nes-py Super Mario Bros stage env, its info dict cut down to what training reads.
 
@@ -214,7 +222,7 @@ class FrameEnv:
         if self.spec.noop_max:
             info = self._noop_start(info)
         self._new_episode()
-        self._max_x = int(info.get("x_pos", 0))
+        self._max_x = signed_x(int(info.get("x_pos", 0)))
         self._grab(self._gray[0])
         return self._finish_frame(self._gray[0], None)
 
@@ -249,7 +257,7 @@ class FrameEnv:
                 break
         frame = self._finish_frame(last, prev)
         flag = bool(info.get("flag_get", False))
-        x = int(info.get("x_pos", 0))
+        x = signed_x(int(info.get("x_pos", 0)))
         self._return += reward
         self._length += 1
         if x > self._max_x:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.env import signed_x
 from common.levels import parse_levels
 from common.rundir import atomic_write
 
@@ -74,12 +75,15 @@ def measure(level: str, budget_frames: int, seed: int) -> Result:
     cells: dict[tuple[int, int], Point] = {}
     tries: dict[tuple[int, int], int] = {}
 
-    def cell_of(info: dict) -> tuple[int, int]:
-        return int(info["x_pos"]) // CELL, int(info["y_pos"]) // CELL
+    def x_of(info: dict) -> int:
+        return signed_x(int(info["x_pos"]))
 
-    cells[cell_of(info)] = Point(int(info["x_pos"]), -1, env.dump_state())
+    def cell_of(info: dict) -> tuple[int, int]:
+        return x_of(info) // CELL, int(info["y_pos"]) // CELL
+
+    cells[cell_of(info)] = Point(x_of(info), -1, env.dump_state())
     played = 1
-    best = int(info["x_pos"])
+    best = x_of(info)
     while played < budget_frames:
         keys = list(cells)
         if rng.random() < 0.5:  # the furthest cells, most often the very furthest
@@ -101,10 +105,9 @@ def measure(level: str, budget_frames: int, seed: int) -> Result:
                 played += 1
                 if info["flag_get"]:
                     env.close()
-                    log.info(
-                        "%s: flag at x %d after %d search frames", level, info["x_pos"], played
-                    )
-                    return Result(level, int(info["x_pos"]), max(best, info["x_pos"]), played)
+                    x = x_of(info)
+                    log.info("%s: flag at x %d after %d search frames", level, x, played)
+                    return Result(level, x, max(best, x), played)
                 ended = terminated or truncated
                 if ended:
                     break
@@ -112,7 +115,7 @@ def measure(level: str, budget_frames: int, seed: int) -> Result:
                 break
         if ended:  # died (or ran out of time): nothing to keep
             continue
-        x, here = int(info["x_pos"]), cell_of(info)
+        x, here = x_of(info), cell_of(info)
         if here not in cells or -frames > cells[here].neg_frames:
             cells[here] = Point(x, -frames, env.dump_state())
         if x > best:

@@ -10,6 +10,8 @@ import cv2
 import numpy as np
 import pytest
 
+from actor import eval_matrix as em
+from actor.evaluation import play_policies
 from common.env import (
     ACTION_SETS,
     WATCHDOG_EXIT_CODE,
@@ -17,6 +19,7 @@ from common.env import (
     EnvSpec,
     FrameEnv,
     build_envs,
+    signed_x,
 )
 
 CORRIDOR = "tests.fakes:Corridor-v0"
@@ -77,6 +80,34 @@ def test_no_progress_cutoff_truncates():
     assert last.truncated and not last.terminated
     assert last.episode is not None and last.episode.outcome == "no_progress"
     assert last.episode.length == 10 and not last.episode.flag
+
+
+def test_x_is_read_as_a_signed_16_bit_value():
+    assert [signed_x(v) for v in (0, 40, 3161, 0x7FFF, 0x8000, 0xFFFE, 0xFFFF)] == [
+        0, 40, 3161, 0x7FFF, -0x8000, -2, -1
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_an_x_wrapped_below_zero_is_never_a_max_x():
+    """In 4-4 the game takes its x page below zero (0xFF): read unsigned, x 65,534 became the
+    max x of episode 16 of the random baseline there (seed 0), past any level's end. The same
+    episodes again, with the raw x watched before every step: the wrap happens, and no
+    episode's max x shows it."""
+    level = "4-4"
+    spec = EnvSpec(level=level)
+    env = FrameEnv(spec, seed=(0, em.level_seed(level), 0))
+    rng = np.random.default_rng([0, em.level_seed(level), 0])
+    raw: list[int] = []
+
+    def random_policy(_obs, _last) -> int:
+        raw.append(int(env._env.unwrapped._x_position))
+        return int(rng.integers(env.num_actions))
+
+    played = play_policies(env, [("random", random_policy, 17)], record=False)
+    env.close()
+    assert max(raw) >= 0x8000  # the case is real
+    assert all(e.max_x < 4000 for e in played.episodes["random"])
 
 
 def test_a_stall_can_terminate_instead_and_still_reads_no_progress():
