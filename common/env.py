@@ -75,9 +75,8 @@ class Step(NamedTuple):
 def signed_x(raw: int) -> int:
     """Mario's x in the level from the game's 16-bit page:pixel pair, read as signed. The game
     takes it below zero (page 0xFF) where it moves Mario back, as in 4-4's loops: read unsigned,
-    that is an x near 65,535, many times any level's length (8-1 runs past 5,000, others end
-    below 3,600),
-    which would count as the furthest point of the episode."""
+    that is an x near 65,535, many times any level's length (8-1 runs past 5,000), which would
+    count as the furthest point of the episode."""
     return raw - 0x10000 if raw >= 0x8000 else raw
 
 
