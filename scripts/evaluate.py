@@ -226,7 +226,9 @@ def settings_of(args: argparse.Namespace) -> list[em.Setting]:
     return [em.Setting("plain" if sticky == noop == 0 else "perturbed", sticky, noop)]
 
 
-def _setup(args: argparse.Namespace) -> tuple[Checkpoint, EnvSpec, torch.device]:
+def _setup(
+    args: argparse.Namespace, checked: bool = False
+) -> tuple[Checkpoint, EnvSpec, torch.device]:
     """The checkpoint, the env it will play and the device; EvalError for any mismatch."""
     ckpt = load_checkpoint(resolve_checkpoint(args.run_dir, args.checkpoint))
     spec = EnvSpec(
@@ -245,6 +247,8 @@ def _setup(args: argparse.Namespace) -> tuple[Checkpoint, EnvSpec, torch.device]
             "invalid env: " + "; ".join(p.replace("noop_max", "--noop-max") for p in problems)
         )
     device = resolve_device(args.device)
+    if checked:  # a --jobs worker: the parent checked the env against the network already
+        return ckpt, spec, device
     try:  # the first level's env, to check the network fits the action set and frame size
         env = FrameEnv(dataclasses.replace(spec, level=spec.levels[0]))
     except Exception as exc:
@@ -272,8 +276,8 @@ class Plan(NamedTuple):
     fps: Fraction
 
 
-def plan_of(args: argparse.Namespace) -> Plan:
-    ckpt, spec, device = _setup(args)
+def plan_of(args: argparse.Namespace, checked: bool = False) -> Plan:
+    ckpt, spec, device = _setup(args, checked)
     names = POLICIES if args.policy == "both" else (args.policy,)
     out = args.out or _default_out(ckpt.path, args.run_dir)
     fps = Fraction(NES_FPS, spec.frame_skip)
@@ -305,7 +309,7 @@ _worker_plan: Plan | None = None
 def _worker_init(args: argparse.Namespace) -> None:
     global _worker_plan
     torch.set_num_threads(max(1, args.torch_threads))
-    _worker_plan = plan_of(args)
+    _worker_plan = plan_of(args, checked=True)
 
 
 def _worker_play(unit: tuple[int, str]) -> tuple[em.LevelResult, dict | None]:
