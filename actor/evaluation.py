@@ -35,7 +35,9 @@ NES_FPS = 60  # NES frames per second (60.0988 on hardware; players and the game
 
 POLICIES = ("greedy", "sampled")  # the labels of mario_eval_* and of make eval's summaries
 
-# (stacked frames [1, S, H, W] uint8, previous action in [0, A], A = none) -> action
+# (stacked frames [1, S, H, W] uint8, previous action in [0, A], A = none) -> action. Called
+# step by step through each episode; the previous action is A exactly at an episode's first step,
+# where a recurrent policy resets its state.
 Policy = Callable[[torch.Tensor, int], int]
 
 
@@ -67,13 +69,22 @@ def make_policy(
 ) -> Policy:
     """Argmax (greedy) or sampled actions from `model`, one observation at a time. Sampling draws
     from `generator` (a CPU generator; seed it for reproducible episodes), else torch's global one.
+    A recurrent core's state is carried from step to step and zeroed at each episode's first step
+    (previous action A), as the actors do.
     """
     model = model.to(device).eval()
+    none = model.spec.num_actions
+    state = model.initial_state(1, device)  # [1, C]
 
     def policy(obs: torch.Tensor, last_action: int) -> int:
+        nonlocal state
         last = torch.tensor([last_action], dtype=torch.long, device=device)  # [1]
+        if last_action == none:
+            state = model.initial_state(1, device)
         with torch.inference_mode():
-            logits = model(obs.to(device), last).logits.float().cpu()  # [1, A]
+            out = model(obs.to(device), last, state)
+            state = out.state
+            logits = out.logits.float().cpu()  # [1, A]
             return int(sample_actions(logits, greedy=greedy, generator=generator)[0])
 
     return policy

@@ -160,7 +160,11 @@ class Actor:
             if not self.link.wait_for_weights(self.stopping.is_set):
                 return 0
             self.lanes = split_lanes(
-                self.envs, self.cfg.lanes, self.unroll_length, self.num_actions
+                self.envs,
+                self.cfg.lanes,
+                self.unroll_length,
+                self.num_actions,
+                self.model.spec.state_size,
             )
             self.lanes_stale = False
             log.info("got policy version %d; playing", self.link.policy_version)

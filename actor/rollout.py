@@ -6,6 +6,11 @@ lane, so inference hides behind emulation. Each lane fills its own chunk buffers
 common/chunk.py declares: the frames buffer doubles as the frame ring, since the stack
 for step t is frames[t : t+4] with their `first` flags, rebuilt by the learner with the same
 `common.stacking.stack_frames`.
+
+With a recurrent core, a lane also keeps each env's core state [K, C]: the policy reads it with
+the stacks and writes back the state after the step; it is zeroed where an episode starts, and a
+chunk records the state its step 0 started from (`core_state`), so the learner replays the core
+from exactly there.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class Lane:
         unroll_length: int,
         num_actions: int,
         layout: chunk.Layout = chunk.LAYOUT,
+        state_size: int = 0,
     ):
         if not envs:
             raise ValueError("a lane needs at least one env")
@@ -48,11 +54,14 @@ class Lane:
         self.A = num_actions
         self.layout = layout
         H, W = envs[0].frame_shape
-        self.sizes = {"T": unroll_length, "K": len(envs), "H": H, "W": W, "A": num_actions}
+        self.sizes = {
+            "T": unroll_length, "K": len(envs), "H": H, "W": W, "A": num_actions, "C": state_size
+        }  # fmt: skip
         self.t = 0
         self.finished: list[FinishedChunk] = []
         self._policy_version: int | None = None
         self._last = np.full(self.K, self.A, np.uint8)  # [K] previous action, A = none
+        self._state = np.zeros((self.K, state_size), np.float32)  # [K, C] core state, 0 = reset
         self._new_buffers()
         self._obs = np.empty((self.K, STACK, H, W), np.uint8)
         for k, env in enumerate(envs):
@@ -64,6 +73,7 @@ class Lane:
         if carry is not None:  # the last 4 frames become the next chunk's history + first obs
             self.arrays["frames"][: HISTORY + 1], self.arrays["first"][: HISTORY + 1] = carry
         self.arrays["last_actions"][:] = self._last  # [K]
+        self.arrays["core_state"][:] = self._state  # [K, C]
         self.episodes: list[EpisodeSummary] = []
 
     def observe(self) -> torch.Tensor:
@@ -77,10 +87,24 @@ class Lane:
         """The policy's previous-action input for the current step: [K] int64, A = none."""
         return torch.from_numpy(self._last.astype(np.int64))
 
-    def act(self, actions: np.ndarray, logits: np.ndarray, policy_version: int) -> None:
-        """Record the behaviour policy's choice for the current step."""
+    def core_state(self) -> torch.Tensor:
+        """The core's state for the current step: [K, C] float32 (zeros where it starts an
+        episode), a view that `act` overwrites."""
+        return torch.from_numpy(self._state)
+
+    def act(
+        self,
+        actions: np.ndarray,
+        logits: np.ndarray,
+        policy_version: int,
+        state: np.ndarray | None = None,
+    ) -> None:
+        """Record the behaviour policy's choice for the current step, and the core's state
+        [K, C] after it (None: no core)."""
         self.arrays["actions"][self.t] = actions  # action[t] follows frames[3+t]
         self.arrays["behaviour_logits"][self.t] = logits
+        if state is not None:
+            self._state[:] = state
         if self._policy_version is None:
             self._policy_version = policy_version
 
@@ -103,6 +127,7 @@ class Lane:
                 a["frames"][nxt, k] = env.reset()
                 a["first"][nxt, k] = True
                 self._last[k] = self.A
+                self._state[k] = 0.0
             else:
                 a["frames"][nxt, k] = s.frame
                 self._last[k] = a["actions"][t, k]
@@ -125,22 +150,25 @@ class Lane:
 
 
 def split_lanes(
-    envs: list[FrameEnv], lanes: int, unroll_length: int, num_actions: int
+    envs: list[FrameEnv], lanes: int, unroll_length: int, num_actions: int, state_size: int = 0
 ) -> list[Lane]:
     """Split envs into `lanes` near-equal lanes (fewer if there are fewer envs)."""
     lanes = max(1, min(lanes, len(envs)))
     groups = [envs[i::lanes] for i in range(lanes)]
-    return [Lane(g, unroll_length, num_actions) for g in groups]
+    return [Lane(g, unroll_length, num_actions, state_size=state_size) for g in groups]
 
 
 def infer_and_act(
     model: torch.nn.Module, lane: Lane, rng: np.random.Generator, policy_version: int
 ) -> None:
-    """The behaviour policy's turn for one lane: its stacks and previous actions through the
-    model, actions sampled from the logits, and exactly those logits recorded with them."""
+    """The behaviour policy's turn for one lane: its stacks, previous actions and core states
+    through the model, actions sampled from the logits, and exactly those logits recorded with
+    them (and the core's new state)."""
     with torch.inference_mode():
-        logits = model(lane.observe(), lane.last_action()).logits.numpy()  # [K, A]
-    lane.act(sample_from_logits(logits, rng), logits, policy_version)
+        out = model(lane.observe(), lane.last_action(), lane.core_state())
+    logits = out.logits.numpy()  # [K, A]
+    state = out.state.numpy() if out.state.shape[1] else None  # [K, C]
+    lane.act(sample_from_logits(logits, rng), logits, policy_version, state)
 
 
 def sample_from_logits(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -12,6 +12,8 @@
     final_t[k]          the step at which env k was truncated, -1 if none; final_frames[k] is
                         the real observation after it: frames[3+t+1, k] is already the next
                         episode's reset frame
+    core_state[k]       the recurrent core's state [C] that env k's step 0 started from (zeros
+                        when step 0 starts an episode); C = 0 for a network without a core
 
 Truncation (no-progress cutoff) is not termination: only `terminated` zeroes the discount.
 An actor cuts at most one truncation per env and chunk (the learner refuses actors whose
@@ -55,7 +57,11 @@ LAYOUT: Layout = (
     ChunkArray("final_frames", "uint8", ("K", "H", "W")),  # the real frame after step final_t
     ChunkArray("final_t", "int32", ("K",), device_dtype="int64", fill=-1),
     ChunkArray("last_actions", "uint8", ("K",), device_dtype="int64"),
+    ChunkArray("core_state", "float32", ("K", "C")),  # the core's state before step 0
 )
+
+# Sizes that may be 0 (a network without a recurrent core has no state); every other size >= 1.
+MAY_BE_EMPTY = frozenset({"C"})
 
 
 def _parse(dim: str) -> tuple[str, int]:
@@ -65,7 +71,7 @@ def _parse(dim: str) -> tuple[str, int]:
 
 
 def shape(array: ChunkArray, sizes: Mapping[str, int]) -> tuple[int, ...]:
-    """The array's shape for these sizes ({"T": 32, "K": 4, ...})."""
+    """The array's shape for these sizes ({"T": 32, "K": 4, "C": 0, ...})."""
     return tuple(sizes[base] + offset for base, offset in map(_parse, array.dims))
 
 
@@ -94,13 +100,13 @@ def check(arrays: dict[str, np.ndarray], layout: Layout = LAYOUT) -> None:
         dims = [_parse(d) for d in array.dims]
         want = [sizes[base] + offset if base in sizes else None for base, offset in dims]
         if a.ndim != len(dims) or any(
-            size < offset + 1 or (w is not None and size != w)
-            for size, (_, offset), w in zip(a.shape, dims, want, strict=True)
+            size < offset + (base not in MAY_BE_EMPTY) or (w is not None and size != w)
+            for size, (base, offset), w in zip(a.shape, dims, want, strict=True)
         ):
             known = ", ".join("?" if w is None else str(w) for w in want)
             raise ProtocolError(
                 f"chunk.{array.name} has shape {list(a.shape)}, expected "
-                f"[{', '.join(array.dims)}] = [{known}] with T, K, H, W, A >= 1"
+                f"[{', '.join(array.dims)}] = [{known}] with T, K, H, W, A >= 1, C >= 0"
             )
         for (base, offset), size in zip(dims, a.shape, strict=True):
             sizes[base] = size - offset
@@ -138,7 +144,7 @@ def _check_episode_ends(arrays: Mapping[str, np.ndarray]) -> None:
 
 
 def _check_values(arrays: Mapping[str, np.ndarray], num_actions: int) -> None:
-    for name in ("rewards", "behaviour_logits"):
+    for name in ("rewards", "behaviour_logits", "core_state"):
         if not np.isfinite(arrays[name]).all():
             raise ProtocolError(f"chunk.{name} holds NaN or inf")
     actions, last_actions = arrays["actions"], arrays["last_actions"]

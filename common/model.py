@@ -2,7 +2,16 @@
 
 Input: uint8 stacked frames [B, S, H, W] (S = 4, H = W = 84) and, as in IMPALA (Espeholt et al.
 2018, Sec. 5), the previous action [B] int64 in [0, A], where A stands for "none" (the step starts
-an episode). Output: policy logits [B, A] and state value [B].
+an episode). Output: policy logits [B, A] and state value [B], and with a recurrent core its new
+state [B, C].
+
+The recurrent core (`ModelSpec.core`, "none" by default): an LSTM or GRU cell of `core_size`
+units between the trunk and the heads, as IMPALA's agents have one. Its input is the trunk's
+hidden layer, which already holds the previous action. Its state [B, C] (C = `state_size`: 2 x
+core_size for the LSTM, h then c; core_size for the GRU; 0 without a core) is zero at an
+episode's first step. An actor keeps one state per env, and each chunk carries the state its
+first step started from, so the learner can unroll the core over the chunk as the actor did
+(`core_unroll`, resetting it where an episode starts inside the chunk).
 
 The previous action matters in Super Mario Bros: a held jump button must be released before it
 jumps again, and no stack of frames shows whether it is held. Its embedding is added to the
@@ -40,6 +49,8 @@ from torch.nn import functional as F
 
 Arch = Literal["small", "nature", "resnet"]
 ARCHS = get_args(Arch)
+Core = Literal["none", "lstm", "gru"]
+CORES = get_args(Core)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,11 +63,18 @@ class ModelSpec:
     frame_size: int = 84
     last_action: bool = True  # the previous action is an input (IMPALA)
     input_norm: bool = True  # frames are standardised per pixel by running moments
+    core: Core = "none"  # recurrent core between trunk and heads
+    core_size: int = 256  # its units
+
+    @property
+    def state_size(self) -> int:
+        """C, the width of the recurrent state [B, C] (0 without a core)."""
+        return {"none": 0, "lstm": 2 * self.core_size, "gru": self.core_size}[self.core]
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelSpec:
         """A spec as `to_wire` wrote it; specs saved before `last_action` or `input_norm`
-        existed lack them (and were built without them)."""
+        existed lack them (and were built without them), those before `core` had none."""
         return cls(**{"last_action": False, "input_norm": False, **d})
 
     def problems(self) -> list[str]:
@@ -69,6 +87,10 @@ class ModelSpec:
             out.append(f"stack must be >= 1, got {self.stack}")
         if self.frame_size < 36:
             out.append(f"frame_size must be >= 36 for the conv trunk, got {self.frame_size}")
+        if self.core not in CORES:
+            out.append(f"core must be one of {list(CORES)}, got {self.core!r}")
+        if self.core_size < 1:
+            out.append(f"core_size must be >= 1, got {self.core_size}")
         return out
 
     def to_wire(self) -> dict[str, str | int | float | bool]:
@@ -103,6 +125,7 @@ def merge_moments(a: Moments, b: Moments, max_count: float) -> Moments:
 class PolicyOutput(NamedTuple):
     logits: torch.Tensor  # [B, A]
     value: torch.Tensor  # [B]
+    state: torch.Tensor  # [B, C] the core's state after this step ([B, 0] without a core)
 
 
 class _Trunk(nn.Module):
@@ -181,8 +204,14 @@ class ActorCritic(nn.Module):
         if spec.last_action:  # row A = no previous action
             self.last_action = nn.Embedding(spec.num_actions + 1, self.trunk.out_features)
             nn.init.zeros_(self.last_action.weight)
-        self.policy = nn.Linear(self.trunk.out_features, spec.num_actions)
-        self.value = nn.Linear(self.trunk.out_features, 1)
+        self.core: nn.LSTMCell | nn.GRUCell | None = None
+        width = self.trunk.out_features  # of the heads' input
+        if spec.core != "none":
+            cell = nn.LSTMCell if spec.core == "lstm" else nn.GRUCell
+            self.core = cell(self.trunk.out_features, spec.core_size)
+            width = spec.core_size
+        self.policy = nn.Linear(width, spec.num_actions)
+        self.value = nn.Linear(width, 1)
         if spec.input_norm:  # in [0, 1] pixel units; mean 0, variance 1 until data arrives
             size = (1, 1, spec.frame_size, spec.frame_size)
             self.register_buffer("input_mean", torch.zeros(size))
@@ -210,17 +239,60 @@ class ActorCritic(nn.Module):
         self.input_var.copy_(m.var)
 
     def forward(
-        self, frames: torch.Tensor, last_action: torch.Tensor | None = None
+        self,
+        frames: torch.Tensor,
+        last_action: torch.Tensor | None = None,
+        state: torch.Tensor | None = None,
     ) -> PolicyOutput:
-        """frames: [B, S, H, W] uint8 (or float already in [0, 1]); last_action: [B] int64 in
-        [0, A], A = none; None means none for every row. Ignored by a spec without it."""
-        h = self.features(frames, last_action)  # [B, F]
-        return PolicyOutput(self.policy(h), self.value(h).squeeze(-1))
+        """One step: frames [B, S, H, W] uint8 (or float already in [0, 1]); last_action [B]
+        int64 in [0, A], A = none, None meaning none for every row (ignored by a spec without
+        it); state [B, C] the core's state before this step, None meaning zeros (an episode's
+        first step). Resetting the state where an episode starts is the caller's."""
+        x = self.features(frames, last_action)  # [B, F]
+        if state is None:
+            state = self.initial_state(x.shape[0], x.device)
+        h, state = self.core_step(x, state)  # [B, F'], [B, C]
+        return PolicyOutput(self.policy(h), self.value(h).squeeze(-1), state)
+
+    def initial_state(self, batch: int, device: torch.device | str | None = None) -> torch.Tensor:
+        """The core's state at an episode's first step: zeros [B, C]."""
+        return torch.zeros(batch, self.spec.state_size, device=device)
+
+    def core_step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The core on one step: trunk output x [B, F] and state [B, C] -> the heads' input
+        [B, F'] and the new state [B, C]. Without a core: x and the state unchanged."""
+        if self.core is None:
+            return x, state
+        if isinstance(self.core, nn.LSTMCell):
+            h, c = self.core(x, state.chunk(2, dim=-1))
+            return h, torch.cat([h, c], dim=-1)
+        h = self.core(x, state)
+        return h, h
+
+    def core_unroll(
+        self, x: torch.Tensor, starts: torch.Tensor, state: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The core over L steps of N sequences, as the actor ran it step by step.
+
+        x: [L, N, F] trunk outputs; starts: [L, N] bool, step l starts an episode (the state is
+        zeroed before it); state: [N, C] the state before step 0 (zeroed too where starts[0]).
+        Returns the heads' input [L, N, F'] and the state after each step [L, N, C].
+        """
+        if self.core is None:
+            return x, x.new_zeros(*x.shape[:2], 0)
+        outs, states = [], []
+        for l in range(x.shape[0]):  # noqa: E741
+            state = torch.where(starts[l, :, None], torch.zeros_like(state), state)
+            h, state = self.core_step(x[l], state)
+            outs.append(h)
+            states.append(state)
+        return torch.stack(outs), torch.stack(states)
 
     def features(
         self, frames: torch.Tensor, last_action: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """The trunk's output [B, F] that both heads read (arguments as in `forward`)."""
+        """The trunk's output [B, F] (arguments as in `forward`): the heads' input without a
+        core, the core's input with one."""
         if frames.dtype == torch.uint8:
             x = frames.float() * (1.0 / 255.0)
         else:

@@ -63,8 +63,9 @@ __all__ = [
 ]
 
 # 2: chunks carry last_actions; 3: the learner's Welcome carries the network and unroll length,
-# chunks carry dense truncation finals (final_t); 4: weights carry the level schedule's weights
-PROTOCOL_VERSION = 4
+# chunks carry dense truncation finals (final_t); 4: weights carry the level schedule's weights;
+# 5: chunks carry the recurrent core's state at step 0 (core_state)
+PROTOCOL_VERSION = 5
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
 
@@ -253,6 +254,11 @@ class Chunk:
     @property
     def num_actions(self) -> int:
         return self.arrays["behaviour_logits"].shape[2]
+
+    @property
+    def state_size(self) -> int:
+        """C, the width of the recurrent core's state (0 without a core)."""
+        return self.arrays["core_state"].shape[1]
 
     @property
     def frame_shape(self) -> tuple[int, int]:

@@ -125,6 +125,24 @@ def learner_state(learner: Learner, totals: Totals, config: dict[str, Any]) -> d
     }
 
 
+def _spec_difference(saved: ModelSpec, asked: ModelSpec) -> str:
+    """Each field where two specs differ, with the learner flag that would match the saved one."""
+    out = []
+    for name, have in saved.to_wire().items():
+        want = getattr(asked, name)
+        if have == want:
+            continue
+        flag = name.replace("_", "-")
+        if name == "num_actions":
+            fix = "the checkpoint's --action-set"
+        elif isinstance(have, bool):
+            fix = f"--{'' if have else 'no-'}{flag}"
+        else:
+            fix = f"--{flag} {have}"
+        out.append(f"{name} is {have!r} there, {want!r} here ({fix})")
+    return "; ".join(out)
+
+
 def resume(run: RunDir, learner: Learner, device: torch.device) -> Totals:
     """Load the run's newest checkpoint into `learner`; the run's totals (zero without one).
 
@@ -138,9 +156,9 @@ def resume(run: RunDir, learner: Learner, device: torch.device) -> Totals:
     saved, spec = ModelSpec.from_dict(state.get("model_spec") or {}), learner.model.spec
     if saved != spec:
         raise SystemExit(
-            f"learner: checkpoint {path} holds model {saved.to_wire()}, but the config asks "
-            f"for {spec.to_wire()}; use another --run-dir or the matching "
-            "--arch/--action-set/--[no-]last-action/--[no-]input-norm"
+            f"learner: checkpoint {path} holds another network than the config asks for: "
+            f"{_spec_difference(saved, spec)}; resume it with the checkpoint's flags or use "
+            "another --run-dir"
         )
     if learner.popart is not None and "popart" not in state:
         raise SystemExit(

@@ -23,11 +23,12 @@ from common.config import (
 from common.config import option as _f
 from common.env_spec import ACTION_SETS, ActionSet
 from common.levels import LevelSetError, Schedule, parse_levels
-from common.model import Arch, ModelSpec
+from common.model import Arch, Core, ModelSpec
 from learner import tensorboard
 from learner.batch_size import BatchSize
 
 WeightsDtype = Literal["float32", "float16"]
+Precision = Literal["fp32", "bf16"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,9 @@ class LearnerConfig:
     arch: Arch = _f("small", "network, sent to the actors at registration")
     last_action: bool = _f(True, "the policy also sees its previous action (IMPALA)")
     input_norm: bool = _f(True, "standardise each pixel by running moments (sent with the weights)")
+    core: Core = _f("none", "recurrent core between trunk and heads: none | lstm | gru")
+    core_size: PositiveInt = _f(256, "units of the recurrent core")
+    precision: Precision = _f("fp32", "the network's training precision: fp32 | bf16 (autocast)")
     unroll_length: PositiveInt = _f(32, "agent steps per chunk (T), sent to the actors")
     min_batch_chunks: PositiveInt = _f(4, "an update waits for this many chunks, takes all queued")
     max_batch_chunks: PositiveInt = _f(8, "most chunks per update (queue_chunks must hold them)")
@@ -66,6 +70,7 @@ class LearnerConfig:
     max_grad_norm: Positive = _f(40.0, "clip the global gradient norm to this")
     clip_rho_threshold: Positive = _f(1.0, "V-trace rho-bar")
     clip_pg_rho_threshold: Positive = _f(1.0, "V-trace rho-bar of the policy gradient")
+    vtrace_lambda: Annotated[float, Gt(0), Le(1)] = _f(1.0, "V-trace's lambda (GAE's on policy)")
     epochs: PositiveInt = _f(4, "passes over each batch (a GPU learner that waits adds more)")
     max_epochs: PositiveInt = _f(8, "passes a GPU learner that waits for data may make")
     minibatches: PositiveInt = _f(2, "optimizer steps per pass, each on a share of the sequences")
@@ -108,6 +113,8 @@ class LearnerConfig:
             frame_size=self.frame_size,
             last_action=self.last_action,
             input_norm=self.input_norm,
+            core=self.core,
+            core_size=self.core_size,
         )
 
     def batch_size(self) -> BatchSize:

@@ -27,6 +27,7 @@ import zmq
 from common import wire
 from common.levels import LevelSetError, parse_levels, progress
 from common.metrics import LearnerMetrics
+from common.model import ModelSpec
 from learner.batching import HostChunk, to_host
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,7 @@ class Ingest:
     ):
         """`on_episode(e)` is called on the IO thread for every episode a chunk reports."""
         self.s = settings
+        self._state_size = ModelSpec.from_dict(settings.model_spec).state_size  # C of a chunk
         self.on_episode = on_episode
         self.metrics = metrics
         self.policy_version = policy_version
@@ -353,13 +355,14 @@ class Ingest:
             self.s.unroll_length,
             self.s.env_spec["frame_size"],
             self.s.model_spec["num_actions"],
+            self._state_size,
         )
-        got_shape = (chunk.unroll_length, chunk.frame_shape[0], chunk.num_actions)
+        got_shape = (chunk.unroll_length, chunk.frame_shape[0], chunk.num_actions, chunk.state_size)
         if got_shape != want_shape or chunk.frame_shape[0] != chunk.frame_shape[1]:
             self.metrics.chunks.labels("rejected").inc()
             self.metrics.reject("spec")
             log.warning(
-                "chunk from actor %d has (T, frame, A) %s, expected %s",
+                "chunk from actor %d has (T, frame, A, core state) %s, expected %s",
                 info.actor_id,
                 got_shape,
                 want_shape,

@@ -54,7 +54,8 @@ class ReplayMixer:
     def create(cls, cfg, device: torch.device) -> ReplayMixer:
         """From the learner config; refuses a capacity that does not fit the device's memory."""
         S = cfg.frame_size
-        example = sequence_example({"T": cfg.unroll_length, "H": S, "W": S, "A": cfg.num_actions})
+        sizes = {"T": cfg.unroll_length, "H": S, "W": S, "A": cfg.num_actions}
+        example = sequence_example(sizes | {"C": cfg.model_spec().state_size})
         check_fits(
             estimate_bytes(example, cfg.replay_capacity), device, capacity=cfg.replay_capacity
         )

@@ -6,6 +6,13 @@ frame size, A the number of actions. The batch holds the arrays of common/chunk.
 sequence (learner/batching.py), and each frame once; stacks are rebuilt here, on the learner's
 device, with the same function the actor used (common.stacking).
 
+With a recurrent core, each sequence's core is unrolled from the state the chunk carries
+(`core_state`, the actor's state at step 0), reset where an episode starts inside it, over all T+1
+stacks; a truncated step's final stack continues from the state after that step.
+
+With `precision` "bf16", the network's forward and backward run under bfloat16 autocast (CUDA's
+tensor cores); V-trace, the advantages and the losses are computed in float32.
+
 Truncation is not termination. A step cut by the no-progress cutoff keeps a discount of zero
 inside V-trace (nothing after it belongs to the same trajectory) but its reward is bootstrapped,
 r_t + gamma V(x_final), from the value of the real next frame that the chunk carries.
@@ -40,10 +47,12 @@ class Hyper(NamedTuple):
     max_grad_norm: float
     clip_rho_threshold: float
     clip_pg_rho_threshold: float
+    vtrace_lambda: float  # 1 = IMPALA's V-trace; < 1 shortens the traces (GAE(lambda) on policy)
     epochs: int  # passes over each batch
     minibatches: int  # optimizer steps per pass, each on a disjoint set of whole sequences
     ppo_clip: float  # > 0: PPO's clipped surrogate on pi/mu (APPO); 0: IMPALA's gradient
     normalize_advantages: bool  # per minibatch, zero mean and unit variance
+    precision: str  # "fp32", or "bf16": the network under bfloat16 autocast
 
     @classmethod
     def from_config(cls, cfg: LearnerConfig) -> Hyper:
@@ -101,6 +110,26 @@ def final_previous_actions(batch: Batch) -> torch.Tensor:
     return batch.actions.gather(0, t[None]).squeeze(0)
 
 
+def heads_input(model: ActorCritic, batch: Batch, x: torch.Tensor) -> torch.Tensor:
+    """The recurrent core over the trunk's outputs x [(T+1)*N + N, F] (the T+1 stacks of each
+    sequence, time-major, then the N final stacks): [(T+1)*N + N, F'], the heads' input. Without
+    a core, x itself.
+
+    Each sequence's core starts from its chunk's `core_state` [N, C] and is reset where frames[3+t]
+    starts an episode; a final stack (the real observation after truncated step t) continues
+    from the state after step t. Where final_t == -1 its row is junk, as its stack is.
+    """
+    if model.core is None:
+        return x
+    T, N = batch.unroll_length, batch.num_sequences
+    seq, after = model.core_unroll(
+        x[: (T + 1) * N].view(T + 1, N, -1), batch.first[STACK - 1 :], batch.core_state
+    )  # [T+1, N, F'], [T+1, N, C]
+    t = batch.final_t.clamp(min=0)  # [N]
+    final, _ = model.core_step(x[(T + 1) * N :], after[t, torch.arange(N, device=t.device)])
+    return torch.cat([seq.flatten(0, 1), final])
+
+
 def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
     r = rewards * hyper.reward_scale
     if hyper.reward_clip > 0:
@@ -109,9 +138,9 @@ def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
 
 
 class Forward(NamedTuple):
-    logits: torch.Tensor  # [T+1, N, A] target policy, with gradient
+    logits: torch.Tensor  # [T+1, N, A] target policy, with gradient, float32
     values: torch.Tensor  # [T+1, N] V(x) in reward units; with gradient unless PopArt is on
-    features: torch.Tensor  # [T*N, F] trunk output of the first T stacks, with gradient
+    features: torch.Tensor  # [T*N, F] the heads' input at the first T stacks, with gradient
     final_values: torch.Tensor  # [N] detached
     vtrace: vtrace.VTraceFromLogitsReturns  # targets [T, N], detached
     advantages: torch.Tensor  # [T, N] r_s + gamma_s v_{s+1} - V(x_s), detached (no rho)
@@ -126,13 +155,17 @@ def forward_and_targets(
     obs = torch.cat([stacks.flatten(0, 1), final_stacks(batch)], dim=0)  # [(T+1)*N + N, 4, H, W]
     prev = previous_actions(batch, model.spec.num_actions)  # [T+1, N]
     last = torch.cat([prev.flatten(), final_previous_actions(batch)])  # [(T+1)*N + N]
-    h = model.features(obs, last)  # [(T+1)*N + N, F]
-    logits = model.policy(h[: (T + 1) * N]).view(T + 1, N, -1)  # [T+1, N, A]
+    bf16 = hyper.precision == "bf16"
+    with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
+        h = heads_input(model, batch, model.features(obs, last))  # [(T+1)*N + N, F']
+        logits = model.policy(h[: (T + 1) * N]).view(T + 1, N, -1).float()  # [T+1, N, A]
+        head = model.value(h).squeeze(-1).float()  # [(T+1)*N + N]
+    h = h.float()
     if popart is None:
-        raw = model.value(h).squeeze(-1)  # [(T+1)*N + N]
+        raw = head
     else:  # the head predicts sigma-normalised values; targets are built in reward units
         with torch.no_grad():
-            raw = popart.denormalize(model.value(h).squeeze(-1))
+            raw = popart.denormalize(head)
     values = raw[: (T + 1) * N].view(T + 1, N)  # [T+1, N]
     final_values = raw[(T + 1) * N :].detach()  # [N]
 
@@ -160,6 +193,7 @@ def forward_and_targets(
         bootstrap_value=values[T].detach(),  # [N]
         clip_rho_threshold=hyper.clip_rho_threshold,
         clip_pg_rho_threshold=hyper.clip_pg_rho_threshold,
+        lambda_=hyper.vtrace_lambda,
     )
     # The advantage of the surrogate, whose ratio pi/mu already weights it: Sec. 4.2's
     # q_s - V(x_s) without the rho_s factor. vs[s+1] follows step s; V(x_T) after the last.

@@ -48,13 +48,16 @@ def from_importance_weights(
     bootstrap_value: Tensor,
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
+    lambda_: float = 1.0,
 ) -> VTraceReturns:
-    """V-trace targets (IMPALA Section 4.1, Eq. (1)) and advantages (Section 4.2), lambda = 1.
+    """V-trace targets (IMPALA Section 4.1, Eq. (1)) and advantages (Section 4.2).
 
     Computed with the backward recursion
         v_s - V(x_s) = delta_s V + gamma_s c_s (v_{s+1} - V(x_{s+1})),
         delta_s V = rho_s (r_s + gamma_s V(x_{s+1}) - V(x_s)),
-    with rho_s = min(clip_rho_threshold, pi/mu), c_s = min(1, pi/mu) and v_T = V(x_T).
+    with rho_s = min(clip_rho_threshold, pi/mu), c_s = lambda min(1, pi/mu) and v_T = V(x_T).
+    lambda < 1 is the paper's Remark 2 (Sec. 4.1): it shortens the traces as in TD(lambda); on
+    policy (pi = mu) v_s - V(x_s) is then GAE(gamma, lambda)'s advantage (Schulman et al. 2016).
 
     Args:
         log_rhos: [T, B] log pi(a_s|x_s) - log mu(a_s|x_s) of the actions taken.
@@ -64,6 +67,7 @@ def from_importance_weights(
         bootstrap_value: [B] V(x_T).
         clip_rho_threshold: rho-bar of the targets; None disables clipping.
         clip_pg_rho_threshold: rho-bar of the policy-gradient advantage; None disables clipping.
+        lambda_: lambda in (0, 1]; 1 is the paper's plain V-trace.
 
     Returns:
         VTraceReturns of [T, B] tensors. No gradient flows through them: they are targets.
@@ -77,11 +81,13 @@ def from_importance_weights(
     _check_shape("bootstrap_value", bootstrap_value, (batch,), "[B]")
     _check_threshold("clip_rho_threshold", clip_rho_threshold)
     _check_threshold("clip_pg_rho_threshold", clip_pg_rho_threshold)
+    if not 0 < lambda_ <= 1:
+        raise ValueError(f"lambda_ must be in (0, 1], got {lambda_}")
 
     with torch.no_grad():
         rhos = torch.exp(log_rhos)  # [T, B]
         clipped_rhos = rhos if clip_rho_threshold is None else rhos.clamp(max=clip_rho_threshold)
-        cs = rhos.clamp(max=1.0)  # [T, B] trace-cutting coefficients c_s
+        cs = lambda_ * rhos.clamp(max=1.0)  # [T, B] trace-cutting coefficients c_s
         # V(x_{s+1}): values shifted one step left, V(x_T) appended.
         values_t_plus_1 = torch.cat([values[1:], bootstrap_value.unsqueeze(0)])  # [T, B]
         deltas = clipped_rhos * (rewards + discounts * values_t_plus_1 - values)  # [T, B]
@@ -117,6 +123,7 @@ def from_logits(
     bootstrap_value: Tensor,
     clip_rho_threshold: float | None = 1.0,
     clip_pg_rho_threshold: float | None = 1.0,
+    lambda_: float = 1.0,
 ) -> VTraceFromLogitsReturns:
     """V-trace from the logits of the behaviour policy mu and the target policy pi.
 
@@ -132,6 +139,7 @@ def from_logits(
         bootstrap_value: [B] V(x_T).
         clip_rho_threshold: rho-bar of the targets; None disables clipping.
         clip_pg_rho_threshold: rho-bar of the policy-gradient advantage; None disables clipping.
+        lambda_: lambda in (0, 1] of the traces (`from_importance_weights`).
 
     Returns:
         VTraceFromLogitsReturns; vs and pg_advantages are detached, target_action_log_probs
@@ -163,6 +171,7 @@ def from_logits(
         bootstrap_value=bootstrap_value,
         clip_rho_threshold=clip_rho_threshold,
         clip_pg_rho_threshold=clip_pg_rho_threshold,
+        lambda_=lambda_,
     )
     return VTraceFromLogitsReturns(
         vs=vtrace.vs,

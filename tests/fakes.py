@@ -103,12 +103,19 @@ gym.register("FlakyBuild-v0", entry_point=FlakyBuild)
 
 
 def make_chunk(
-    seed: int = 0, T: int = 3, K: int = 2, H: int = 6, W: int = 5, A: int = 7, **fields
+    seed: int = 0,
+    T: int = 3,
+    K: int = 2,
+    H: int = 6,
+    W: int = 5,
+    A: int = 7,
+    C: int = 0,
+    **fields,
 ) -> wire.Chunk:
-    """A random valid chunk: some steps terminated, some truncated (never both); `fields`
-    override the message's other fields."""
+    """A random valid chunk: some steps terminated, some truncated (never both), a core state of
+    width C (zero where step 0 starts an episode); `fields` override the message's other fields."""
     rng = np.random.default_rng(seed)
-    a = chunk.new_arrays({"T": T, "K": K, "H": H, "W": W, "A": A})
+    a = chunk.new_arrays({"T": T, "K": K, "H": H, "W": W, "A": A, "C": C})
     ends = rng.integers(0, 5, size=(T, K))  # 0: terminated, 1: truncated, else: goes on
     a["terminated"][:], a["truncated"][:] = ends == 0, ends == 1
     a["first"][:4] = rng.random((4, K)) < 0.3  # first[0:4] is free
@@ -121,6 +128,7 @@ def make_chunk(
     a["rewards"][:] = rng.standard_normal((T, K))
     a["behaviour_logits"][:] = rng.standard_normal((T, K, A))
     a["last_actions"][:] = np.where(a["first"][3], A, rng.integers(0, A, size=K))
+    a["core_state"][:] = np.where(a["first"][3, :, None], 0.0, rng.standard_normal((K, C)))
     episodes = (
         wire.EpisodeStats(
             level="1-1", episode_return=12.5, length=33, max_x=410, flag=False, outcome="death"

@@ -51,7 +51,12 @@ def probe(
     acting.load_state_dict(learner.model.state_dict())
     actor_cfg = ActorConfig(level=level, action_set=cfg.action_set)
     spec: EnvSpec = actor_cfg.env_spec()
-    lane = Lane(build_envs(spec, envs), cfg.unroll_length, cfg.num_actions)
+    lane = Lane(
+        build_envs(spec, envs),
+        cfg.unroll_length,
+        cfg.num_actions,
+        state_size=acting.spec.state_size,
+    )
     rng = np.random.default_rng(seed)
     episodes: list[dict] = []
     pending = []

@@ -65,7 +65,7 @@ def phases(seconds: float, num_envs: int) -> dict[str, float]:
         obs = lane.observe()
         b = time.perf_counter()
         with torch.inference_mode():
-            logits = model(obs, lane.last_action()).logits.numpy()
+            logits = model(obs, lane.last_action(), lane.core_state()).logits.numpy()
         c = time.perf_counter()
         lane.act(sample_from_logits(logits, rng), logits, 0)
         d = time.perf_counter()

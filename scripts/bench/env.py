@@ -3,7 +3,8 @@
 - env: raw nes-py emulator frames/s vs the env factory's frames/s (target ratio >= 0.95).
 - model: default model CPU inference per observation (batch 4, one torch thread) as a share of one
   agent step's emulation time, 4 frames (target <= 0.10); and against the same CNN without its
-  input normalisation and previous-action input, in the same rounds.
+  input normalisation and previous-action input, and the small CNN with an LSTM core (its state
+  carried from step to step, as an actor does), in the same rounds.
 Each pair is measured in alternating rounds so that machine noise hits both sides alike.
 """
 
@@ -47,12 +48,13 @@ def inference_s_per_obs(spec: ModelSpec, batch: int, seconds: float) -> float:
     size = spec.frame_size
     x = torch.randint(0, 256, (batch, spec.stack, size, size), dtype=torch.uint8)
     last = torch.randint(0, spec.num_actions, (batch,)) if spec.last_action else None
+    state = model.initial_state(batch)  # [batch, C], carried as the actor carries it
     with torch.inference_mode():
         for _ in range(3):
-            model(x, last)
+            state = model(x, last, state).state
         n, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
-            model(x, last)
+            state = model(x, last, state).state
             n += 1
     return (time.perf_counter() - start) / (n * batch)
 
@@ -65,12 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     # the small CNN without its input normalisation and previous action: what those two cost
     plain_spec = ModelSpec(last_action=False, input_norm=False)
-    raw, fac, inf, plain = [], [], [], []
+    lstm_spec = ModelSpec(core="lstm")
+    raw, fac, inf, plain, lstm = [], [], [], [], []
     for _ in range(args.rounds):
         raw.append(raw_frames_per_s(args.seconds))
         fac.append(factory_frames_per_s(args.seconds))
         inf.append(inference_s_per_obs(ModelSpec(), 4, args.seconds / 2))
         plain.append(inference_s_per_obs(plain_spec, 4, args.seconds / 2))
+        lstm.append(inference_s_per_obs(lstm_spec, 4, args.seconds / 2))
     raw_fps, fac_fps, inf_s = statistics.median(raw), statistics.median(fac), statistics.median(inf)
     step_s = 4 / raw_fps  # emulation time of one agent step (4 frames)
     r = {
@@ -82,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         "inference_over_agent_step": inf_s / step_s,
         "plain_inference_ms_per_obs": statistics.median(plain) * 1e3,
         "inference_over_plain": statistics.median(a / b for a, b in zip(inf, plain, strict=True)),
+        "lstm_inference_ms_per_obs": statistics.median(lstm) * 1e3,
+        "lstm_inference_over_agent_step": statistics.median(lstm) / step_s,
+        "lstm_over_default": statistics.median(a / b for a, b in zip(lstm, inf, strict=True)),
     }
     for arch in ("nature", "resnet"):
         s_per_obs = inference_s_per_obs(ModelSpec(arch=arch), 4, args.seconds / 2)
@@ -97,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         f"({r['agent_step_emulation_ms']:.2f} ms)  (target <= 0.10)\n"
         f"  without input norm and previous action {r['plain_inference_ms_per_obs']:.3f} ms/obs"
         f" (the default costs {r['inference_over_plain']:.3f}x that, median of paired rounds)\n"
+        f"  with an LSTM core (256)   {r['lstm_inference_ms_per_obs']:8.3f} ms/obs     "
+        f"= {r['lstm_inference_over_agent_step']:.3f} of an agent step "
+        f"({r['lstm_over_default']:.3f}x the default, paired rounds)\n"
         f"nature CNN, batch 4          {r['nature_inference_ms_per_obs']:8.3f} ms/obs\n"
         f"IMPALA resnet, batch 4       {r['resnet_inference_ms_per_obs']:8.3f} ms/obs"
     )

@@ -68,7 +68,7 @@ def synthetic_chunk(
     """A chunk shaped like an actor's (episode starts and ends sprinkled in, no truncations),
     validated by the wire format."""
     T, K, A = unroll, num_envs, 7  # the simple action set's 7 actions
-    arrays = chunk.new_arrays({"T": T, "K": K, "H": 84, "W": 84, "A": A})
+    arrays = chunk.new_arrays({"T": T, "K": K, "H": 84, "W": 84, "A": A, "C": 0})
     first = arrays["first"]  # [T+4, K]
     first[:] = rng.random((T + 4, K)) < 0.01
     arrays["terminated"][:] = first[4:]  # an episode ends where the next one starts

@@ -50,7 +50,9 @@ def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
     try:
         torch.manual_seed(seed)
         model = ActorCritic(learner.model_spec()).eval()
-        lane = split_lanes([env], 1, learner.unroll_length, env.num_actions)[0]
+        lane = split_lanes([env], 1, learner.unroll_length, env.num_actions, model.spec.state_size)[
+            0
+        ]
         rng = np.random.default_rng(seed)
         finished: list = []
         while not finished:

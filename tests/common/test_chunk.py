@@ -13,7 +13,7 @@ from tests.fakes import make_chunk
 
 
 def test_new_arrays_follow_the_layout():
-    sizes = {"T": 5, "K": 3, "H": 6, "W": 4, "A": 7}
+    sizes = {"T": 5, "K": 3, "H": 6, "W": 4, "A": 7, "C": 0}
     arrays = chunk.new_arrays(sizes)
     assert list(arrays) == [a.name for a in chunk.LAYOUT]
     assert arrays["frames"].shape == (9, 3, 6, 4) and arrays["frames"].dtype == np.uint8

@@ -23,6 +23,30 @@ def test_shapes_and_dtypes(arch):
     out.value.sum().backward()  # trainable end to end
 
 
+@pytest.mark.parametrize(("core", "width"), [("none", 0), ("lstm", 2 * 64), ("gru", 64)])
+def test_a_recurrent_core_takes_and_returns_its_state(core, width):
+    model = ActorCritic(ModelSpec(num_actions=5, core=core, core_size=64))
+    assert model.spec.state_size == width
+    x = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    out = model(x)  # no state: zeros, an episode's first step
+    assert out.state.shape == (3, width)
+    again = model(x, state=out.state)
+    if core == "none":
+        assert model.core is None and again.state.shape == (3, 0)
+        torch.testing.assert_close(again.logits, out.logits)
+    else:  # the same frames after another history give other outputs
+        assert not torch.allclose(again.logits, out.logits)
+        (again.value.sum() + again.state.sum()).backward()
+        assert model.core.weight_hh.grad.abs().sum() > 0  # the state carries gradient
+
+
+def test_specs_saved_before_the_core_load_without_one():
+    saved = {k: v for k, v in ModelSpec().to_wire().items() if k not in ("core", "core_size")}
+    assert ModelSpec.from_dict(saved).core == "none"
+    with pytest.raises(ValueError, match="core must be one of.*core_size must be >= 1"):
+        ActorCritic(ModelSpec(core="rnn", core_size=0))
+
+
 def test_uint8_and_float_inputs_agree():
     model = ActorCritic(ModelSpec())
     x = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)

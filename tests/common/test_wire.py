@@ -150,8 +150,8 @@ def test_specs_must_be_flat():
 
 def test_frame_count_and_frame_size():
     frames = as_bytes(encode(make_chunk()))
-    rejects(frames[:-1], "expected 11 frames, got 10")
-    rejects([*frames, b""], "expected 11 frames, got 12")
+    rejects(frames[:-1], "expected 12 frames, got 11")
+    rejects([*frames, b""], "expected 12 frames, got 13")
     rejects([], "non-empty")
     slot = array_slot(frames, "rewards")
     short = [*frames[:slot], frames[slot][:-1], *frames[slot + 1 :]]

@@ -62,7 +62,7 @@ def test_an_extra_array_travels_from_the_actor_to_replay():
     back = from_sequences(stored, sub.weights, LAYOUT)
     for name, tensor in vars(sub).items():
         torch.testing.assert_close(getattr(back, name), tensor, rtol=0, atol=0)
-    example = sequence_example({"T": T, "H": 84, "W": 84, "A": 7}, LAYOUT)
+    example = sequence_example({"T": T, "H": 84, "W": 84, "A": 7, "C": 0}, LAYOUT)
     assert example["level_id"].shape == (T,) and example["level_id"].dtype == torch.int64
 
 

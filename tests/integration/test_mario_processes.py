@@ -113,3 +113,37 @@ def test_train_survive_actor_kill_and_resume_after_learner_restart(tmp_path):
     finally:
         for p in started:
             p.stop()
+
+
+def test_a_recurrent_learner_trains_its_actors_network_and_keeps_its_core_on_resume(tmp_path):
+    """--core lstm on the learner alone: the actor builds the core it is welcomed with and
+    streams chunks with its state, none rejected; the checkpoint refuses a learner without it."""
+    port, lport, aport = procs.free_port(2), procs.free_port(), procs.free_port()
+    run = tmp_path / "run"
+    learner = procs.learner(run, port, lport, *LEARNER_ARGS, "--core", "lstm")
+    actor = procs.actor(tmp_path, port, 0, aport, *ACTOR_ARGS)
+    started = [learner, actor]
+    lm = lambda: procs.scrape(lport)  # noqa: E731
+    try:
+        procs.wait_until(
+            "5 updates", lambda: lm().get("mario_learner_updates_total", 0) >= 5, 180, started
+        )
+        procs.wait_until(
+            "the actor on a broadcast policy",
+            lambda: procs.scrape(aport).get("mario_actor_policy_version", 0) >= 1,
+            30,
+            started,
+        )
+        metrics = lm()
+        assert metrics["mario_learner_chunks_total{result=accepted}"] >= 10
+        assert metrics.get("mario_learner_chunks_total{result=rejected}", 0) == 0
+        assert learner.stop() == 0, learner.output()[-2000:]
+        saved = checkpoint.load(checkpoint.latest_path(RunDir(run)))
+        assert saved["model_spec"]["core"] == "lstm" and "core.weight_hh" in saved["model"]
+        refused = procs.learner(run, port, lport, *LEARNER_ARGS)
+        started.append(refused)
+        assert refused.popen.wait(60) != 0
+        assert "core is 'lstm' there, 'none' here (--core lstm)" in refused.output()
+    finally:
+        for p in started:
+            p.stop()

@@ -88,10 +88,13 @@ def test_resume_refuses_another_network_naming_the_flag_and_leaves_the_learner_a
     saved(run, learner_of(LearnerConfig(arch="nature"), 5))
     learner = learner_of(LearnerConfig())
     before = {k: v.clone() for k, v in learner.model.state_dict().items()}
-    with pytest.raises(SystemExit, match=r"'arch': 'nature'.*--arch"):
+    with pytest.raises(SystemExit, match=r"arch is 'nature' there, 'small' here \(--arch nature\)"):
         checkpoint.resume(run, learner, CPU)
     assert learner.updates == 0
     torch.testing.assert_close(learner.model.state_dict(), before)
+    saved(RunDir(tmp_path / "lstm"), learner_of(LearnerConfig(core="lstm"), 5))
+    with pytest.raises(SystemExit, match=r"core is 'lstm' there, 'none' here \(--core lstm\)"):
+        checkpoint.resume(RunDir(tmp_path / "lstm"), learner, CPU)
 
 
 def test_resume_refuses_a_popart_setting_other_than_the_checkpoints(tmp_path):

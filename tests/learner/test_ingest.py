@@ -140,6 +140,18 @@ def test_malformed_messages_are_rejected_and_counted_and_ingest_survives(ingest)
     wait_for(lambda: counter(ingest, "mario_learner_chunks_total", result="accepted") == 1)
 
 
+def test_a_chunk_whose_core_state_is_not_the_networks_is_rejected_and_counted(ingest, caplog):
+    c = Client(ingest.port)
+    c.send(register())
+    c.recv()
+    c.send(chunk(C=16))  # a recurrent actor's chunk; this learner's network has no core
+    wait_for(lambda: counter(ingest, "mario_learner_messages_rejected_total", reason="spec") == 1)
+    assert "(T, frame, A, core state)" in caplog.text and ", 16)" in caplog.text
+    assert isinstance(c.recv(), wire.Credit)  # its credit comes back: nothing is stuck
+    c.send(chunk())
+    wait_for(lambda: counter(ingest, "mario_learner_chunks_total", result="accepted") == 1)
+
+
 def test_unknown_actor_is_refused_and_spec_mismatch_is_fatal(ingest):
     c = Client(ingest.port)
     c.send(chunk())

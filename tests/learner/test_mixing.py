@@ -24,6 +24,7 @@ def batch(n: int, seed: int) -> Batch:
         final_frames=torch.randint(0, 256, (n, S, S), dtype=torch.uint8, generator=g),
         final_t=torch.full((n,), -1),
         last_actions=torch.randint(0, A + 1, (n,), generator=g),
+        core_state=torch.randn(n, 4, generator=g),  # replay keeps a recurrent core's state too
         weights=torch.ones(n),
     )
 

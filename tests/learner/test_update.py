@@ -12,6 +12,7 @@ from learner.config import LearnerConfig
 from learner.update import (
     Hyper,
     Learner,
+    final_stacks,
     forward_and_targets,
     loss_and_stats,
     previous_actions,
@@ -46,6 +47,7 @@ def make_batch(T: int, N: int, *, terminated=None, truncated=None, final_t=None,
         final_frames=torch.randint(0, 256, (N, H, W), dtype=torch.uint8, generator=g),
         final_t=torch.full((N,), -1) if final_t is None else final_t,
         last_actions=torch.full((N,), A),  # step 0 starts an episode: no previous action
+        core_state=torch.zeros(N, 0),  # a network without a recurrent core
         weights=torch.ones(N),
     )
 
@@ -263,3 +265,75 @@ def test_hyper_is_the_configs_fields_by_name_with_no_defaults_to_drift():
     assert Hyper._field_defaults == {}  # no Hyper trains with settings other than the config's
     cfg = LearnerConfig(discount=0.5, ppo_clip=0.2, epochs=3, normalize_advantages=False)
     assert Hyper.from_config(cfg)._asdict() == {name: getattr(cfg, name) for name in Hyper._fields}
+
+
+# The recurrent core: unrolled over each sequence as the actor stepped it
+
+
+def test_core_unroll_matches_the_actor_stepping_it_with_resets_and_a_carried_state():
+    """Every value the learner computes with an LSTM core, the final stack's included, equals
+    the network stepped one stack at a time from the chunk's state, zeroed at episode starts."""
+    torch.manual_seed(1)
+    net = ActorCritic(ModelSpec(num_actions=A, core="lstm", core_size=32)).eval()
+    T, N = 6, 3
+    terminated = torch.zeros(T, N, dtype=torch.bool)
+    truncated = torch.zeros(T, N, dtype=torch.bool)
+    terminated[2, 0] = True  # sequence 0: a death at step 2, the next episode starts at 3
+    truncated[3, 1] = True  # sequence 1: cut at step 3, bootstrapped from its final stack
+    batch = make_batch(
+        T, N, terminated=terminated, truncated=truncated, final_t=torch.tensor([-1, 3, -1])
+    )
+    batch.first[3, 1:] = False  # sequences 1 and 2 continue an episode from the last chunk
+    batch.last_actions[1:] = torch.tensor([2, 5])
+    batch.core_state = torch.randn(N, net.spec.state_size)  # where the actor's core was
+    with torch.no_grad():
+        fwd = forward_and_targets(net, batch, hyper())
+        stacks = stack_frames(batch.frames, batch.first)  # [T+1, N, 4, H, W]
+        prev = previous_actions(batch, A)  # [T+1, N]
+        finals = final_stacks(batch)  # [N, 4, H, W]
+        for n in range(N):
+            state = batch.core_state[n : n + 1]
+            for t in range(T + 1):
+                if batch.first[3 + t, n]:
+                    state = net.initial_state(1)
+                out = net(stacks[t, n : n + 1], prev[t, n : n + 1], state)
+                torch.testing.assert_close(fwd.values[t, n], out.value[0], rtol=1e-5, atol=1e-5)
+                torch.testing.assert_close(fwd.logits[t, n], out.logits[0], rtol=1e-5, atol=1e-5)
+                state = out.state
+                if t == batch.final_t[n]:
+                    final = net(finals[n : n + 1], batch.actions[t, n : n + 1], state).value
+                    torch.testing.assert_close(fwd.final_values[n], final[0], rtol=1e-5, atol=1e-5)
+    moved = replaced(batch, core_state=torch.zeros_like(batch.core_state))
+    with torch.no_grad():
+        other = forward_and_targets(net, moved, hyper())
+    assert not torch.allclose(other.values[:, 1:], fwd.values[:, 1:])  # the state is used
+    torch.testing.assert_close(other.values[:, 0], fwd.values[:, 0])  # ... unless reset at 0
+
+
+@pytest.mark.parametrize("core", ["gru", "lstm"])
+def test_a_recurrent_learner_learns_a_fixed_batch_in_whole_sequences(core):
+    torch.manual_seed(0)
+    net = ActorCritic(ModelSpec(num_actions=A, core=core, core_size=32))
+    batch = make_batch(8, 4)
+    batch.core_state = torch.zeros(4, net.spec.state_size)
+    learner = Learner(net, torch.optim.Adam(net.parameters(), lr=1e-3), hyper())
+    first = learner.step(batch)
+    for _ in range(30):
+        last = learner.step(batch)
+    assert last.baseline_loss < 0.5 * first.baseline_loss
+    assert first.sgd_steps == 8  # 4 epochs x 2 minibatches of whole sequences
+
+
+# Mixed precision
+
+
+def test_bf16_autocast_keeps_the_targets_and_losses_in_float32_and_near_fp32(model):
+    batch = on_policy(model, make_batch(8, 4, seed=3))
+    with torch.no_grad():
+        full = loss_and_stats(model, batch, hyper())
+        half = loss_and_stats(model, batch, hyper(precision="bf16"))
+        fwd = forward_and_targets(model, batch, hyper(precision="bf16"))
+    assert fwd.logits.dtype == fwd.values.dtype == fwd.vtrace.vs.dtype == torch.float32
+    assert half.total.dtype == torch.float32
+    torch.testing.assert_close(half.baseline, full.baseline, rtol=0.05, atol=0.05)
+    torch.testing.assert_close(half.entropy, full.entropy, rtol=0.02, atol=0.02)

@@ -14,8 +14,11 @@ TOLERANCE = 1e-5
 # --- Slow reference: Espeholt et al. 2018, Section 4.1, Eq. (1) and Section 4.2 -----------------
 
 
-def reference_vtrace(log_rhos, discounts, rewards, values, bootstrap_value, clip_rho, clip_pg_rho):
-    """v_s = V(x_s) + sum_{t=s}^{T-1} (prod_{i=s}^{t-1} gamma_i)(prod_{i=s}^{t-1} c_i) delta_t V.
+def reference_vtrace(
+    log_rhos, discounts, rewards, values, bootstrap_value, clip_rho, clip_pg_rho, lam=1.0
+):
+    """v_s = V(x_s) + sum_{t=s}^{T-1} (prod_{i=s}^{t-1} gamma_i)(prod_{i=s}^{t-1} c_i) delta_t V,
+    c_i = lam min(1, rho_i) (Remark 2 of Sec. 4.1 for lam < 1).
 
     Plain Python floats over float64 numpy arrays, one (s, b) at a time; no recursion.
     """
@@ -33,7 +36,7 @@ def reference_vtrace(log_rhos, discounts, rewards, values, bootstrap_value, clip
             total = float(values_ext[s, b])
             for t in range(s, time_steps):
                 gamma_product = math.prod(float(discounts[i, b]) for i in range(s, t))
-                c_product = math.prod(min(1.0, float(rhos[i, b])) for i in range(s, t))
+                c_product = math.prod(lam * min(1.0, float(rhos[i, b])) for i in range(s, t))
                 delta = clip(float(rhos[t, b]), clip_rho) * (
                     float(rewards[t, b])
                     + float(discounts[t, b]) * values_ext[t + 1, b]
@@ -124,6 +127,54 @@ def test_on_policy_without_discount_is_the_monte_carlo_return():
     returns = vtrace.from_importance_weights(**inputs)
     remaining_rewards = inputs["rewards"].flip(0).cumsum(0).flip(0)
     torch.testing.assert_close(returns.vs, remaining_rewards + inputs["bootstrap_value"])
+
+
+@pytest.mark.parametrize("lam", [0.95, 0.5])
+def test_lambda_matches_reference(lam):
+    inputs = make_inputs(20, 8, seed=11, log_rho_low=-2.0, log_rho_high=2.0)
+    returns = vtrace.from_importance_weights(**inputs, lambda_=lam)
+    ref_vs, ref_pg = reference_vtrace(
+        **{k: t.double().numpy() for k, t in inputs.items()}, clip_rho=1.0, clip_pg_rho=1.0, lam=lam
+    )
+    np.testing.assert_allclose(returns.vs.numpy(), ref_vs, rtol=TOLERANCE, atol=TOLERANCE)
+    np.testing.assert_allclose(
+        returns.pg_advantages.numpy(), ref_pg, rtol=TOLERANCE, atol=TOLERANCE
+    )
+    plain = vtrace.from_importance_weights(**inputs)
+    assert not torch.allclose(returns.vs, plain.vs)
+
+
+def reference_gae(discounts, rewards, values, bootstrap_value, lam):
+    """GAE (Schulman et al. 2016, Eq. 16) as its double sum: A_s = sum_t (prod gamma lam) delta_t,
+    delta_t = r_t + gamma_t V(x_{t+1}) - V(x_t); float64, one (s, b) at a time."""
+    time_steps, batch = rewards.shape
+    v = np.concatenate([values, bootstrap_value[None]]).astype(np.float64)
+    out = np.zeros((time_steps, batch))
+    for b in range(batch):
+        for s in range(time_steps):
+            for t in range(s, time_steps):
+                weight = math.prod(float(discounts[i, b]) * lam for i in range(s, t))
+                out[s, b] += weight * (rewards[t, b] + discounts[t, b] * v[t + 1, b] - v[t, b])
+    return out
+
+
+def test_on_policy_lambda_targets_are_gae_returns():
+    # pi = mu: v_s - V(x_s) is GAE(gamma, lambda)'s advantage, an episode end included.
+    inputs = make_inputs(16, 5, seed=12)
+    inputs["log_rhos"] = torch.zeros_like(inputs["log_rhos"])
+    inputs["discounts"][6, 2] = 0.0
+    returns = vtrace.from_importance_weights(**inputs, lambda_=0.95)
+    arrays = {k: t.double().numpy() for k, t in inputs.items() if k != "log_rhos"}
+    gae = reference_gae(**arrays, lam=0.95)
+    np.testing.assert_allclose(
+        (returns.vs - inputs["values"]).numpy(), gae, rtol=TOLERANCE, atol=TOLERANCE
+    )
+
+
+@pytest.mark.parametrize("lam", [0.0, -0.5, 1.5])
+def test_lambda_outside_its_range_is_refused(lam):
+    with pytest.raises(ValueError, match="lambda_ must be in"):
+        vtrace.from_importance_weights(**make_inputs(3, 2), lambda_=lam)
 
 
 # --- Episode ending inside the chunk -------------------------------------------------------------

@@ -108,6 +108,30 @@ def test_sampled_actions_repeat_with_the_seed_and_greedy_ones_are_the_argmax():
     assert actions(evaluation.make_policy(model, greedy=True)) == argmax
 
 
+def test_a_recurrent_policy_carries_its_state_through_an_episode_and_resets_at_the_next():
+    torch.manual_seed(0)
+    model = ActorCritic(ModelSpec(num_actions=7, core="lstm")).eval()
+    with torch.no_grad():
+        model.policy.weight.mul_(50)  # decisive logits: a wrong state changes the argmax
+    obs = [torch.randint(0, 256, (1, 4, 84, 84), dtype=torch.uint8) for _ in range(30)]
+    lasts = [7 if t in (0, 12) else t % 7 for t in range(30)]  # episodes start at steps 0 and 12
+
+    def chained(resets: set[int]) -> list[int]:
+        """Greedy actions with the state carried, zeroed before the steps in `resets`."""
+        out, state = [], None
+        with torch.inference_mode():
+            for t, (o, last) in enumerate(zip(obs, lasts, strict=True)):
+                step = model(o, torch.tensor([last]), None if t in resets else state)
+                out.append(int(step.logits.argmax()))
+                state = step.state
+        return out
+
+    policy = evaluation.make_policy(model, greedy=True)
+    got = [policy(o, last) for o, last in zip(obs, lasts, strict=True)]
+    assert got == chained({0, 12})
+    assert got != chained({0}) and got != chained(set(range(30)))  # carried, and reset
+
+
 def test_best_of_both_policies_keeps_its_screens_and_names_its_policy():
     env = FrameEnv(EnvSpec(level=CORRIDOR))
 
