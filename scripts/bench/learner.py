@@ -1,6 +1,6 @@
 """How fast the learner trains, and whether ingest keeps its device busy (`make bench`).
 
-Two measurements, each for every --arch and --batch-chunks given:
+Two measurements, each for every --arch, --core, --precision and --batch-chunks given:
 
 - update: the learner's own per-update work, built by `learner.loop.build_training` from the
   learner config: collate B host chunks onto the device, mix in replay, the V-trace update
@@ -19,6 +19,7 @@ second process steps N Mario emulators in threads, as the actor beside a CPU lea
 `make train` (the thread count that wins alone can lose there).
 
     python -m scripts.bench.learner --device cuda --archs small,nature,resnet --batch-chunks 2,8,32 --e2e
+    python -m scripts.bench.learner --device cuda --archs small,resnet --cores none,lstm --precisions fp32,bf16
     python -m scripts.bench.learner --device cpu --batch-chunks 8 --threads 1,2 --beside-emulators 4
 """
 
@@ -60,7 +61,8 @@ def time_updates(
     learner, mixer = build_training(cfg, device)
     rng = np.random.default_rng(0)
     b = cfg.batch_size().max_chunks
-    chunks = [synthetic_chunk(rng, cfg.unroll_length, num_envs) for _ in range(2 * b)]
+    C = cfg.model_spec().state_size
+    chunks = [synthetic_chunk(rng, cfg.unroll_length, num_envs, 0, C) for _ in range(2 * b)]
     pool = [to_host(c, FRAME_SKIP, device.type == "cuda") for c in chunks]
 
     def one(i: int) -> int:
@@ -108,11 +110,13 @@ def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: f
     with tempfile.TemporaryDirectory() as run_dir:
         argv = [sys.executable, "-m", "learner", "--run-dir", run_dir, "--device", device,
                 "--port", str(port), "--metrics-port", str(mport), "--arch", cfg.arch,
+                "--core", cfg.core, "--precision", cfg.precision,
                 "--batch-chunks", str(cfg.batch_chunks), "--unroll-length", str(cfg.unroll_length),
                 "--max-policy-lag", str(10**9), "--checkpoint-interval-s", "100000",
                 "--log-level", "WARNING"]  # fmt: skip
         proc = subprocess.Popen(argv, cwd=ROOT)
-        chunks = (cfg.unroll_length, num_envs, seconds + 60)  # what each sender streams, how long
+        # what each sender streams, how long
+        chunks = (cfg.unroll_length, num_envs, seconds + 60, cfg.model_spec().state_size)
         ps = [SPAWN.Process(target=send_chunks, args=(port, i, *chunks)) for i in range(senders)]
         try:
             for p in ps:
@@ -170,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = arg_parser(__doc__)
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
     parser.add_argument("--archs", default="small", help="comma-separated: small,nature,resnet")
+    parser.add_argument("--cores", default="none", help="comma-separated: none,lstm,gru")
+    parser.add_argument("--precisions", default="fp32", help="comma-separated: fp32,bf16")
     parser.add_argument("--batch-chunks", default="2", help="comma-separated chunks per update")
     parser.add_argument("--num-envs", type=int, default=4, help="envs per chunk (K)")
     parser.add_argument("--unroll-length", type=int, default=32, help="T")
@@ -190,11 +196,24 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("bench_learner: the emulator process did not start")
     device = training_device(args.device)  # cuDNN set up as the learner sets it
     default_threads = torch.get_num_threads()
-    settings = product(args.archs.split(","), args.batch_chunks.split(","), args.threads.split(","))
-    for arch, b, threads in settings:  # a printed row each: the update timed, the e2e learner
+    settings = product(
+        args.archs.split(","),
+        args.cores.split(","),
+        args.precisions.split(","),
+        args.batch_chunks.split(","),
+        args.threads.split(","),
+    )
+    for arch, core, precision, b, threads in settings:  # a row each: the update, the e2e learner
         torch.set_num_threads(int(threads) or default_threads)
-        cfg = LearnerConfig(arch=arch, batch_chunks=int(b), unroll_length=args.unroll_length)
-        row = {"arch": arch, "batch_chunks": cfg.batch_chunks, "device": str(device)}
+        cfg = LearnerConfig(
+            arch=arch,
+            core=core,
+            precision=precision,
+            batch_chunks=int(b),
+            unroll_length=args.unroll_length,
+        )
+        row = {"arch": arch, "core": core, "precision": precision}
+        row |= {"batch_chunks": cfg.batch_chunks, "device": str(device)}
         row |= {"torch_threads": torch.get_num_threads(), "beside_emulators": args.beside_emulators}
         row["update"] = time_updates(cfg, args.num_envs, device, args.iters, args.repeats)
         if args.e2e:

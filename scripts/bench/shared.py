@@ -63,12 +63,12 @@ def summed_rate(rate: Callable[..., float], args: tuple, procs: int) -> float:
 
 
 def synthetic_chunk(
-    rng: np.random.Generator, unroll: int, num_envs: int, actor_id: int = 0
+    rng: np.random.Generator, unroll: int, num_envs: int, actor_id: int = 0, state_size: int = 0
 ) -> wire.Chunk:
-    """A chunk shaped like an actor's (episode starts and ends sprinkled in, no truncations),
-    validated by the wire format."""
+    """A chunk shaped like an actor's (episode starts and ends sprinkled in, no truncations, a
+    core state of `state_size` floats per env), validated by the wire format."""
     T, K, A = unroll, num_envs, 7  # the simple action set's 7 actions
-    arrays = chunk.new_arrays({"T": T, "K": K, "H": 84, "W": 84, "A": A, "C": 0})
+    arrays = chunk.new_arrays({"T": T, "K": K, "H": 84, "W": 84, "A": A, "C": state_size})
     first = arrays["first"]  # [T+4, K]
     first[:] = rng.random((T + 4, K)) < 0.01
     arrays["terminated"][:] = first[4:]  # an episode ends where the next one starts
@@ -77,16 +77,20 @@ def synthetic_chunk(
     arrays["rewards"][:] = rng.normal(0, 1, (T, K))
     arrays["behaviour_logits"][:] = rng.normal(0, 1, (T, K, A))
     arrays["last_actions"][:] = np.where(first[3], A, rng.integers(0, A, K))
+    arrays["core_state"][:] = np.where(first[3, :, None], 0.0, rng.normal(0, 0.5, (K, state_size)))
     return wire.Chunk(
         actor_id=actor_id, instance_id=f"bench{actor_id}", seq=0, level="1-1", policy_version=0,
         send_time=time.time(), episodes=(), arrays=arrays,
     )  # fmt: skip
 
 
-def send_chunks(port: int, actor_id: int, unroll: int, num_envs: int, seconds: float) -> None:
+def send_chunks(
+    port: int, actor_id: int, unroll: int, num_envs: int, seconds: float, state_size: int = 0
+) -> None:
     """Register with a learner at `port`, then stream one synthetic chunk over and over for
     `seconds`, spending credits as an actor does."""
-    message = synthetic_chunk(np.random.default_rng(actor_id), unroll, num_envs, actor_id)
+    rng = np.random.default_rng(actor_id)
+    message = synthetic_chunk(rng, unroll, num_envs, actor_id, state_size)
     frames = wire.encode(message)
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.connect(f"tcp://127.0.0.1:{port}")

@@ -75,7 +75,9 @@ def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
 
 
 def _flip_bits(data: bytes, rng: random.Random, max_bits: int = 8) -> bytes:
-    out = bytearray(data)  # no frame of real traffic is empty
+    out = bytearray(data)
+    if not out:  # a feed-forward actor's core_state: no bits to flip
+        return data
     for _ in range(rng.randint(1, max_bits)):
         i = rng.randrange(len(out))
         out[i] ^= 1 << rng.randrange(8)
@@ -120,9 +122,10 @@ def _meta(header: dict, rng: random.Random) -> None:
 
 
 def _truncate(frames: Frames, rng: random.Random) -> Frames:
-    i = rng.randrange(len(frames))
+    """One non-empty frame cut shorter (an empty one, a feed-forward core_state, cannot be)."""
+    i = rng.choice([j for j, f in enumerate(frames) if f])
     out = list(frames)
-    out[i] = out[i][: rng.randrange(len(out[i]))]  # always shorter: no frame is empty
+    out[i] = out[i][: rng.randrange(len(out[i]))]
     return out
 
 

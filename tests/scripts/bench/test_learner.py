@@ -38,6 +38,15 @@ def test_update_timing_trains_on_mixed_batches():
     )
 
 
+def test_update_timing_with_a_recurrent_core_in_bf16_replays_its_states():
+    cfg = LearnerConfig(
+        batch_chunks=1, unroll_length=8, replay_min_size=4, replay_fraction=0.5, core="lstm",
+        core_size=16, precision="bf16",
+    )  # fmt: skip
+    row = bench_learner.time_updates(cfg, 4, torch.device("cpu"), iters=2, repeats=1)
+    assert row["sequences_per_update"] == 8 and row["replay_skipped_in_timed_updates"] == 0
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 def test_e2e_learner_process_trains_on_streamed_chunks(capsys):
