@@ -157,6 +157,34 @@ def _windows(eps: Episodes, window_s: float, horizon: float) -> list[Window]:
     return out
 
 
+class FrameWindow(NamedTuple):
+    end_frames: int  # the window holds the episodes that ended in (end - width, end] env frames
+    episodes: int
+    mean_max_x: float | None
+    flag_rate: float | None
+
+
+def frame_windows(eps: Episodes, window_frames: int) -> list[FrameWindow]:
+    """Consecutive windows of `window_frames` env frames (the learner's count when an episode
+    arrived), up to the last full one: a curve against frames, as papers draw them."""
+    if window_frames <= 0:
+        raise ValueError(f"window_frames must be > 0, got {window_frames}")
+    last = int(eps.env_frames.max()) if eps.env_frames.size else 0
+    out = []
+    for end in range(window_frames, last + 1, window_frames):
+        sel = (eps.env_frames > end - window_frames) & (eps.env_frames <= end)
+        n = int(sel.sum())
+        out.append(
+            FrameWindow(
+                end,
+                n,
+                float(eps.max_x[sel].mean()) if n else None,
+                float(eps.flag[sel].mean()) if n else None,
+            )
+        )
+    return out
+
+
 def windows_by_level(
     eps: Episodes, window_s: float, until_s: float | None = None
 ) -> dict[str, list[Window]]:

@@ -3,6 +3,11 @@ time, for the run and for each of its levels.
 
     python -m scripts.analysis.learning_curve RUN [RUN ...] [--window-s 120] [--level 1-1]
                                               [--by-level] [--plot FILE.png]
+    python -m scripts.analysis.learning_curve RUN [RUN ...] --window-frames 200000
+
+--window-frames prints the curves against env frames instead: mean max x and flag rate per
+window of frames, the runs side by side with their mean (seeds of one setting), beside Sample
+Factory's 30-minute 1-1 curve in the same bins.
 
 Each training episode the actors report is one line of RUN/episodes.jsonl, with its arrival time
 and the learner's env frames then; the learner's start is a `{"event": "start"}` line. A window
@@ -31,7 +36,9 @@ from common.rundir import RunDir
 from scripts.analysis.episode_windows import (
     MEAN,
     Episodes,
+    FrameWindow,
     Window,
+    frame_windows,
     read_episodes,
     windows,
     windows_by_level,
@@ -47,6 +54,15 @@ SAMPLE_FACTORY_1_1 = (
     (360.0, 280_000, 1_008.0),
     (480.0, 373_000, 1_172.0),
     (600.0, 466_000, 1_415.0),
+)
+# The same harness for 30 minutes (1.04 M frames at 575 frames/s): mean max x and flag rate per
+# 200 k env frames, (bin end, mean max x, flag rate).
+SAMPLE_FACTORY_1_1_BY_FRAMES = (
+    (200_000, 857.0, 0.01),
+    (400_000, 1_193.0, 0.02),
+    (600_000, 1_880.0, 0.14),
+    (800_000, 2_130.0, 0.34),
+    (1_000_000, 2_387.0, 0.49),
 )
 # A uniformly random policy on 1-1 with the 100-step no-progress cutoff (200 episodes).
 RANDOM_1_1 = 637.0
@@ -222,6 +238,36 @@ def table(name: str, ws: list[Window]) -> str:
     return "\n".join(lines)
 
 
+def frames_table(runs: dict[str, list[FrameWindow]], window_frames: int) -> str:
+    """Mean max x / flag rate per window of env frames: a column per run, their mean, and Sample
+    Factory's 1-1 curve where its bins are the same."""
+    reference = {end: (x, f) for end, x, f in SAMPLE_FACTORY_1_1_BY_FRAMES}
+    names = list(runs)
+    mean_col = len(names) > 1
+    head = ["env frames", *names] + (["mean of the runs"] if mean_col else [])
+    head += ["Sample Factory 1-1"] if window_frames == 200_000 else []
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def cell(x: float | None, f: float | None) -> str:
+        return "-" if x is None else f"{x:,.0f} / {f:.0%}"
+
+    rows = max((len(ws) for ws in runs.values()), default=0)
+    for i in range(rows):
+        end = (i + 1) * window_frames
+        ws = [runs[n][i] if i < len(runs[n]) else None for n in names]
+        cells = [cell(w.mean_max_x, w.flag_rate) if w else "-" for w in ws]
+        if mean_col:
+            full = [w for w in ws if w is not None and w.mean_max_x is not None]
+            both = len(full) == len(names)
+            x = float(np.mean([w.mean_max_x for w in full])) if both else None
+            f = float(np.mean([w.flag_rate for w in full])) if both else None
+            cells.append(cell(x, f))
+        if window_frames == 200_000:
+            cells.append(cell(*reference[end]) if end in reference else "-")
+        lines.append(f"| {end:,} | " + " | ".join(cells) + " |")
+    return "mean max x / flag rate per window of env frames\n" + "\n".join(lines)
+
+
 def _progress_cell(w: Window, known_length: bool) -> str:
     """Progress, or for a level of unknown length its mean max x ("x 1,234")."""
     if known_length:
@@ -259,6 +305,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("runs", nargs="+", type=Path, help="run directories with episodes.jsonl")
     p.add_argument("--window-s", type=float, default=120.0, help="window length in seconds")
     p.add_argument("--until-s", type=float, default=None, help="ignore episodes after this")
+    p.add_argument(
+        "--window-frames",
+        type=int,
+        default=None,
+        help="print the runs against env frames in windows of this many instead",
+    )
     p.add_argument("--level", default=None, help="only this level's episodes (default: all)")
     p.add_argument(
         "--by-level",
@@ -270,6 +322,19 @@ def main(argv: list[str] | None = None) -> int:
         "--no-reference", action="store_true", help="leave out Sample Factory and random on 1-1"
     )
     args = p.parse_args(argv)
+    if args.window_frames is not None:
+        if args.window_frames <= 0:
+            p.error(f"--window-frames must be > 0, got {args.window_frames}")
+        missing = [str(RunDir(r).episodes) for r in args.runs if not RunDir(r).episodes.exists()]
+        if missing:
+            print(f"error: {', '.join(missing)} not found", file=sys.stderr)
+            return 2
+        by_frames = {
+            r.name: frame_windows(read_episodes(RunDir(r).episodes, args.level), args.window_frames)
+            for r in args.runs
+        }
+        print(frames_table(by_frames, args.window_frames))
+        return 0
     curves: dict[str, list[Window]] = {}
     by_level: dict[str, dict[str, list[Window]]] = {}
     for run in args.runs:

@@ -171,3 +171,21 @@ def test_a_single_level_run_prints_as_before(tmp_path, capsys):
         "| 2 | 1,000 | 1 | 300 | 300 | 0.0% |\n"
         "(1 malformed lines skipped)\n\n"
     )
+
+
+def test_frame_windows_bin_episodes_by_the_learners_frames_and_average_the_seeds(tmp_path, capsys):
+    write_run(tmp_path / "a", 0.0, [(1, 150_000, 300, False), (2, 200_000, 500, True),
+                                    (3, 390_000, 900, True), (4, 450_000, 2_000, True)])  # fmt: skip
+    write_run(tmp_path / "b", 0.0, [(1, 10_000, 700, False), (2, 300_000, 1_100, False),
+                                    (3, 410_000, 1_500, False)])  # fmt: skip
+    eps = learning_curve.read_episodes(RunDir(tmp_path / "a").episodes)
+    ws = episode_windows.frame_windows(eps, 200_000)
+    assert [(w.end_frames, w.episodes) for w in ws] == [(200_000, 2), (400_000, 1)]
+    assert ws[0].mean_max_x == 400.0 and ws[0].flag_rate == 0.5  # 450 k is past the last full bin
+    with pytest.raises(ValueError, match="window_frames"):
+        episode_windows.frame_windows(eps, 0)
+    args = [str(tmp_path / "a"), str(tmp_path / "b"), "--window-frames", "200000"]
+    assert learning_curve.main(args) == 0
+    out = capsys.readouterr().out
+    assert "| 200,000 | 400 / 50% | 700 / 0% | 550 / 25% | 857 / 1% |" in out
+    assert "| 400,000 | 900 / 100% | 1,100 / 0% | 1,000 / 50% | 1,193 / 2% |" in out
