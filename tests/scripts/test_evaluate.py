@@ -25,10 +25,12 @@ ROOT = Path(__file__).resolve().parents[2]
 CORRIDOR = "tests.fakes:Corridor-v0"
 
 
-def make_run(run_dir: Path, *, action_set: str = "simple", num_actions: int = 7) -> Path:
+def make_run(
+    run_dir: Path, *, action_set: str = "simple", num_actions: int = 7, core: str = "none"
+) -> Path:
     """A run dir holding one checkpoint shaped like the learner's, from an untrained network."""
     torch.manual_seed(0)
-    model = ActorCritic(ModelSpec(num_actions=num_actions))
+    model = ActorCritic(ModelSpec(num_actions=num_actions, core=core))
     state = {
         "model": model.state_dict(),
         "optimizer": torch.optim.Adam(model.parameters()).state_dict(),
@@ -237,6 +239,15 @@ def test_one_policy_alone(tmp_path, capsys, flags, policy):
     assert summary["video"] is None and not (tmp_path / "run/eval/best.mp4").exists()
     assert summary["best"] == [] and not list((tmp_path / "run/eval").glob("level-*"))
     assert f"### {policy}\n" in capsys.readouterr().out
+
+
+def test_a_recurrent_checkpoint_is_evaluated_with_its_core(tmp_path, capsys):
+    make_run(tmp_path / "run", core="gru")
+    argv = ["--run-dir", str(tmp_path / "run"), "--level", CORRIDOR, "--episodes", "2"]
+    assert evaluate.main([*argv, "--no-video", "--jobs", "2"]) == 0
+    summary = json.loads((tmp_path / "run/eval/summary.json").read_text())
+    assert len(summary["episodes"]) == 4  # greedy and sampled, two each
+    assert "### sampled\n" in capsys.readouterr().out
 
 
 def test_refuses_a_missing_run_dir_or_checkpoint(tmp_path, capsys):
