@@ -159,13 +159,12 @@ def forward_and_targets(
     with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
         h = heads_input(model, batch, model.features(obs, last))  # [(T+1)*N + N, F']
         logits = model.policy(h[: (T + 1) * N]).view(T + 1, N, -1).float()  # [T+1, N, A]
-        head = model.value(h).squeeze(-1).float()  # [(T+1)*N + N]
+        if popart is None:
+            raw = model.value(h).squeeze(-1).float()  # [(T+1)*N + N]
+        else:  # the head predicts sigma-normalised values; targets are built in reward units
+            with torch.no_grad():
+                raw = popart.denormalize(model.value(h).squeeze(-1).float())
     h = h.float()
-    if popart is None:
-        raw = head
-    else:  # the head predicts sigma-normalised values; targets are built in reward units
-        with torch.no_grad():
-            raw = popart.denormalize(head)
     values = raw[: (T + 1) * N].view(T + 1, N)  # [T+1, N]
     final_values = raw[(T + 1) * N :].detach()  # [N]
 

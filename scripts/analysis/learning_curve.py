@@ -256,12 +256,16 @@ def frames_table(runs: dict[str, list[FrameWindow]], window_frames: int) -> str:
         end = (i + 1) * window_frames
         ws = [runs[n][i] if i < len(runs[n]) else None for n in names]
         cells = [cell(w.mean_max_x, w.flag_rate) if w else "-" for w in ws]
-        if mean_col:
+        if mean_col:  # only where every run has episodes in the window
             full = [w for w in ws if w is not None and w.mean_max_x is not None]
-            both = len(full) == len(names)
-            x = float(np.mean([w.mean_max_x for w in full])) if both else None
-            f = float(np.mean([w.flag_rate for w in full])) if both else None
-            cells.append(cell(x, f))
+            if len(full) == len(names):
+                cells.append(
+                    cell(
+                        np.mean([w.mean_max_x for w in full]), np.mean([w.flag_rate for w in full])
+                    )
+                )
+            else:
+                cells.append("-")
         if window_frames == 200_000:
             cells.append(cell(*reference[end]) if end in reference else "-")
         lines.append(f"| {end:,} | " + " | ".join(cells) + " |")
