@@ -127,6 +127,7 @@ class LearnerMetrics(_Metrics):
         _M("actors_connected", Gauge, "mario_actors_connected", "Actors heard recently."),
         _M("weights_broadcast_bytes", Counter, "mario_weights_broadcast_bytes", "Bytes of policy weights sent."),
         _M("weights_broadcasts", Counter, "mario_weights_broadcasts", "Policy weight messages sent."),
+        _M("weights_publish_cpu_seconds", Counter, "mario_weights_publish_cpu_seconds", "CPU time the publisher thread spent preparing weight messages (device copy, dtype, encoding)."),
         # --- train loop: wait / (wait + compute) is the share of time starved for data ---
         _M("update_seconds", Histogram, "mario_learner_update_seconds", "Duration of one update.", buckets=UPDATE_BUCKETS),
         _M("wait_seconds", Counter, "mario_learner_wait_seconds", "Train loop time spent waiting for data."),

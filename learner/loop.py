@@ -148,7 +148,11 @@ class TrainLoop:
             on_episode=lambda e: self.levels.add(e.level, e.max_x, e.flag),
         )
         self.publisher = Publisher(
-            self.ingest.publish, model_spec, cfg.weights_dtype, self.levels.weights
+            self.ingest.publish,
+            model_spec,
+            cfg.weights_dtype,
+            self.levels.weights,
+            self.metrics.weights_publish_cpu_seconds.inc,
         )
         self.telemetry = Telemetry(
             self.metrics,

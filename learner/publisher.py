@@ -9,6 +9,7 @@ weights nor holds up training.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -24,10 +25,13 @@ class Publisher:
         model_spec: dict,
         dtype: str,
         level_weights: Callable[[], dict[str, float]] = dict,
+        spent: Callable[[float], object] = lambda cpu_seconds: None,
     ):
-        """`level_weights()` gives the level schedule's weights sent with each version."""
+        """`level_weights()` gives the level schedule's weights sent with each version;
+        `spent(s)` is told the CPU seconds this thread took to prepare each message."""
         self.send = send  # Ingest.publish: the frames of one message
         self.level_weights = level_weights
+        self.spent = spent
         self.model_spec = model_spec
         self.dtype = np.float16 if dtype == "float16" else np.float32
         self._slot: tuple[int, dict[str, torch.Tensor]] | None = None
@@ -51,6 +55,7 @@ class Publisher:
                     return
                 version, snapshot = self._slot
                 self._slot = None
+            t0 = time.thread_time()
             tensors = {
                 k: v.cpu().numpy().astype(self.dtype, copy=False) for k, v in snapshot.items()
             }
@@ -60,7 +65,9 @@ class Publisher:
                 model_spec=self.model_spec,
                 level_weights=self.level_weights(),
             )
-            self.send(wire.encode(msg))
+            frames = wire.encode(msg)
+            self.spent(time.thread_time() - t0)
+            self.send(frames)
 
     def stop(self) -> None:
         with self._cond:

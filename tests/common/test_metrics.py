@@ -48,6 +48,7 @@ LEARNER = {
     "mario_actors_connected": "gauge",
     "mario_weights_broadcast_bytes_total": "counter",
     "mario_weights_broadcasts_total": "counter",
+    "mario_weights_publish_cpu_seconds_total": "counter",
     "mario_learner_ingest_bytes_total": "counter",
     "mario_replay_size_sequences": "gauge",
     "mario_replay_capacity_sequences": "gauge",

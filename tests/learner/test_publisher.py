@@ -24,7 +24,8 @@ def test_the_newest_snapshot_is_sent_and_the_older_waiting_ones_dropped():
         release.wait(30)
 
     model = ActorCritic(ModelSpec())
-    publisher = Publisher(send, model.spec.to_wire(), "float16")
+    costs: list[float] = []
+    publisher = Publisher(send, model.spec.to_wire(), "float16", spent=costs.append)
     try:
         publisher.offer(1, model)
         assert sending.wait(30)  # version 1 is on its way; the next offers queue up
@@ -47,3 +48,4 @@ def test_the_newest_snapshot_is_sent_and_the_older_waiting_ones_dropped():
     assert bias.dtype == np.float16 and (bias == 4).all()
     assert sent[1].model_spec == model.spec.to_wire()
     assert not publisher.thread.is_alive()
+    assert len(costs) == 2 and all(c > 0 for c in costs)  # each message's preparation, timed

@@ -1,0 +1,108 @@
+"""Hosts on one machine: Linux network namespaces joined by veth pairs to a bridge.
+
+Each host is a namespace with its own loopback and one interface, `eth0`, whose peer sits on a
+bridge in the machine's own namespace; the bridge has the subnet's `.1` address, so a process in
+the root namespace (a learner, Prometheus, a benchmark) reaches every host and every host reaches
+it. Unlike loopback, a host's link can go down without either end being told (no FIN, no RST):
+the partition that separates machines. Needs root and iproute2 (`ip`).
+
+    with Network() as net:
+        a = net.add_host("actors-a")          # 10.77.x.2
+        subprocess.run(a.exec(["python", "-m", "actor", ...]))
+        net.link(a, up=False)                 # partition; up=True heals it
+
+`unavailable()` says why namespaces cannot be made here (or None), for a tool to refuse and a
+test to skip with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+def unavailable() -> str | None:
+    """Why this machine cannot make network namespaces, or None when it can."""
+    if shutil.which("ip") is None:
+        return "iproute2's `ip` is not installed (apt-get install iproute2)"
+    if os.geteuid() != 0:
+        return "network namespaces need root (run as root, as CI does)"
+    name = f"mario-probe-{secrets.token_hex(3)}"
+    made = _ip("netns", "add", name, check=False)
+    if made.returncode != 0:
+        return f"`ip netns add` failed: {made.stderr.strip() or made.returncode}"
+    _ip("netns", "del", name, check=False)
+    return None
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str  # the namespace
+    address: str  # on the bridge's subnet
+    veth: str  # the root namespace's end of its link
+
+    def exec(self, argv: list[str]) -> list[str]:
+        """`argv` run inside this host's namespace."""
+        return ["ip", "netns", "exec", self.name, *argv]
+
+
+class Network:
+    """A bridge and the hosts on it, all removed on exit (and on any error while building)."""
+
+    def __init__(self, subnet: str | None = None):
+        tag = secrets.token_hex(2)  # interface names are at most 15 characters
+        self.tag = tag
+        self.bridge = f"mbr{tag}"
+        # a /24 in 10.77-10.78 chosen by the tag, so concurrent networks rarely collide
+        self.subnet = subnet or f"10.{77 + int(tag[0], 16) % 2}.{int(tag[1:], 16) % 250 + 1}"
+        self.gateway = f"{self.subnet}.1"
+        self.hosts: list[Host] = []
+
+    def __enter__(self) -> Network:
+        try:
+            _ip("link", "add", self.bridge, "type", "bridge")
+            _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+            _ip("link", "set", self.bridge, "up")
+        except subprocess.CalledProcessError as exc:
+            self.close()
+            raise RuntimeError(f"cannot build the bridge: {exc.stderr.strip()}") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def add_host(self, label: str) -> Host:
+        index = len(self.hosts) + 2
+        host = Host(f"mario-{self.tag}-{label}", f"{self.subnet}.{index}", f"mv{self.tag}h{index}")
+        try:
+            _ip("netns", "add", host.name)
+            self.hosts.append(host)
+            _ip(
+                "link", "add", host.veth, "type", "veth", "peer", "name", "eth0", "netns", host.name
+            )
+            _ip("link", "set", host.veth, "master", self.bridge)
+            _ip("link", "set", host.veth, "up")
+            _ip("-n", host.name, "addr", "add", f"{host.address}/24", "dev", "eth0")
+            _ip("-n", host.name, "link", "set", "lo", "up")
+            _ip("-n", host.name, "link", "set", "eth0", "up")
+            _ip("-n", host.name, "route", "add", "default", "via", self.gateway)
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError(f"cannot build host {label}: {exc.stderr.strip()}") from None
+        return host
+
+    def link(self, host: Host, up: bool) -> None:
+        """Take a host's link down (a partition: packets vanish, nobody is told) or back up."""
+        _ip("link", "set", host.veth, "up" if up else "down")
+
+    def close(self) -> None:
+        for host in self.hosts:
+            _ip("netns", "del", host.name, check=False)  # takes its veth pair with it
+        self.hosts = []
+        _ip("link", "del", self.bridge, check=False)

@@ -1,0 +1,65 @@
+"""Hosts in network namespaces: each reaches the machine over its own link, and a link taken down
+is a partition (connections time out, nobody is told) until it comes back."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from scripts.chaos import netns
+
+WHY = netns.unavailable()
+pytestmark = pytest.mark.skipif(WHY is not None, reason=f"no network namespaces here: {WHY}")
+
+CONNECT = (
+    "import socket, sys\n"
+    "try:\n"
+    "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2).sendall(b'hi')\n"
+    "except OSError as exc:\n"
+    "    sys.exit(f'{type(exc).__name__}')\n"
+)
+
+
+def ours() -> set[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in listed.splitlines() if line.startswith("mario-")}
+
+
+def connect(host: netns.Host, address: str, port: int) -> subprocess.CompletedProcess:
+    argv = host.exec([sys.executable, "-c", CONNECT, address, str(port)])
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+def test_hosts_reach_the_machine_and_each_other_until_their_link_goes_down():
+    before = ours()
+    server = socket.create_server(("0.0.0.0", 0))
+    port = server.getsockname()[1]
+    with server, netns.Network() as net:
+        a, b = net.add_host("a"), net.add_host("b")
+        assert a.address != b.address and len(ours() - before) == 2
+        assert connect(a, net.gateway, port).returncode == 0
+        peer, (address, _) = server.accept()
+        assert peer.recv(2) == b"hi" and address == a.address  # not NATed: the host's own address
+        peer.close()
+
+        net.link(a, up=False)  # a partition: no RST comes back, the connect times out
+        down = connect(a, net.gateway, port)
+        assert down.returncode != 0 and "TimeoutError" in down.stderr
+        assert connect(b, net.gateway, port).returncode == 0  # the other host is untouched
+        server.accept()[0].close()
+
+        net.link(a, up=True)  # back; ARP may first answer for the failed attempts ("no route")
+        deadline = time.monotonic() + 30
+        while (again := connect(a, net.gateway, port)).returncode != 0:
+            assert time.monotonic() < deadline, (
+                f"the link came back but not the host: {again.stderr}"
+            )
+            time.sleep(0.5)
+        server.accept()[0].close()
+    assert ours() == before  # every namespace removed with the network
+    links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    assert net.bridge not in links
