@@ -27,6 +27,7 @@ class ActorConfig:
     actor_id: Count = _f(0, "this actor's id, unique among the learner's actors")
     run_id: str = _f("default", "training run name; must match the learner's --run-id")
     curve_dir: str = _f("", "CURVE keys: actor.key_secret and learner.key (empty = off)")
+    weights_from: str = _f("", "HOST:PORT of a weight relay on this host (empty = the learner)")
     num_envs: PositiveInt = _f(4, "envs in this process (built one after another)")
     lanes: PositiveInt = _f(2, "env groups: one steps in a thread while the policy runs another")
     level: str = _f("1-1", "levels: 1-1 | 1-1,1-2 | world:1 | all, or a Gymnasium id")
@@ -73,6 +74,12 @@ class ActorConfig:
         host, sep, port = self.learner.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65535:
             out.append(f"learner must be HOST:PORT with PORT < 65535, got {self.learner!r}")
+        if self.weights_from:
+            host, sep, port = self.weights_from.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                out.append(
+                    f"weights_from must be HOST:PORT of a relay (actor.relay), got {self.weights_from!r}"
+                )
         if self.learner_timeout_s <= 2 * self.heartbeat_interval_s:
             out.append("learner_timeout_s must exceed 2 x heartbeat_interval_s")
         return out + curve.actor_problems(self.curve_dir)

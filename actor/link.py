@@ -2,7 +2,8 @@
 
 Sockets: a DEALER to the learner's ROUTER (registration, chunks, heartbeats out; the Welcome,
 credits, weights on request, refusals, heartbeats in) and a SUB to its PUB on PORT+1 (weight
-broadcasts). All socket use stays on the thread that owns the `LearnerLink`.
+broadcasts), or to a relay on this host that forwards them (`weights_from`, actor/relay.py).
+All socket use stays on the thread that owns the `LearnerLink`.
 
 The learner answers a registration with a Welcome: the unroll length and the network to build,
 which `on_welcome` hands to the actor; only weights of that network are applied. Flow control:
@@ -10,7 +11,9 @@ the learner grants credits; one chunk costs one credit; with no credit the actor
 `wait_for_credit` instead of queueing, so at most `credits` chunks are ever in flight and none
 pile up while the learner is away. Silence for `timeout_s` (the learner heartbeats every second)
 means the learner is gone: the sockets are rebuilt and the actor registers again, with
-exponential backoff.
+exponential backoff. The learner's heartbeats carry its policy version: when it is ahead and no
+broadcast has arrived for `WEIGHTS_SILENCE_S` (the broadcast path is cut, or a relay is down),
+the actor asks for the newest weights over its DEALER instead, at most once per that interval.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from common import curve, wire
 from common.model import ModelSpec
 
 log = logging.getLogger(__name__)
+
+WEIGHTS_SILENCE_S = 3.0  # broadcasts silent this long while the learner is ahead: ask instead
 
 
 def load_weights(model: torch.nn.Module, weights: wire.Weights) -> None:
@@ -74,10 +79,14 @@ class LearnerLink:
         on_event: Callable[[str], None] | None = None,
         context: zmq.Context | None = None,
         socket_options: Callable[[zmq.Socket], None] | None = None,
+        weights_from: str = "",
     ):
+        """`weights_from` (HOST:PORT): a relay's PUB to subscribe to, with no CURVE (a relay
+        binds this host's loopback); empty: the learner's PUB on PORT+1."""
         host, _, port = address.rpartition(":")
         self.router_endpoint = f"tcp://{host}:{int(port)}"
-        self.pub_endpoint = f"tcp://{host}:{int(port) + 1}"
+        self.pub_endpoint = f"tcp://{weights_from or f'{host}:{int(port) + 1}'}"
+        self.sub_options = (lambda sock: None) if weights_from else None
         self.register_msg = register
         self.heartbeat_interval_s = heartbeat_interval_s
         self.timeout_s = timeout_s
@@ -86,6 +95,7 @@ class LearnerLink:
         self.on_welcome = on_welcome or (lambda w: None)
         self.on_event = on_event or (lambda e: None)
         self.socket_options = socket_options or (lambda s: None)
+        self.sub_options = self.sub_options or self.socket_options
         self.ctx = context or zmq.Context.instance()
         self.credits = 0
         self.registered = False
@@ -108,7 +118,7 @@ class LearnerLink:
         self.sub.setsockopt(zmq.LINGER, 0)
         self.sub.setsockopt(zmq.RCVHWM, 4)
         self.sub.setsockopt(zmq.SUBSCRIBE, b"")
-        self.socket_options(self.sub)
+        self.sub_options(self.sub)
         self.sub.connect(self.pub_endpoint)
         self.poller = zmq.Poller()
         self.poller.register(self.dealer, zmq.POLLIN)
@@ -116,7 +126,7 @@ class LearnerLink:
         self.credits = 0
         self.registered = False
         now = time.monotonic()
-        self._last_heard = now
+        self._last_heard = self._last_weights = self._last_asked = now
         self._last_beat = 0.0
         self._send(self.register_msg)
         self._send(wire.WeightsRequest(have_version=self.policy_version))
@@ -187,8 +197,17 @@ class LearnerLink:
             return None
 
     def _handle(self, msg: wire.Message) -> None:
-        self._last_heard = time.monotonic()
-        if isinstance(msg, wire.Welcome):
+        self._last_heard = now = time.monotonic()
+        if isinstance(msg, wire.Heartbeat):
+            if (
+                self.registered
+                and msg.policy_version > self.policy_version
+                and now - max(self._last_weights, self._last_asked) >= WEIGHTS_SILENCE_S
+            ):
+                log.info("no weight broadcast for %.0f s; asking the learner", WEIGHTS_SILENCE_S)
+                self._last_asked = now
+                self._send(wire.WeightsRequest(have_version=self.policy_version))
+        elif isinstance(msg, wire.Welcome):
             self._welcomed(msg)
         elif isinstance(msg, wire.Credit) and self.registered:
             self.credits += msg.credits
@@ -222,7 +241,7 @@ class LearnerLink:
         self.on_event("registered")
 
     def _apply(self, weights: wire.Weights) -> None:
-        self._last_heard = time.monotonic()
+        self._last_heard = self._last_weights = time.monotonic()
         if self.welcome is None or weights.model_spec != self.welcome.model_spec:
             return  # not (yet) the network this actor was told to build
         if weights.policy_version <= self.policy_version:
@@ -284,4 +303,5 @@ def link_for(
         on_welcome=on_welcome,
         on_event=on_event,
         socket_options=curve.client_options(cfg.curve_dir) if cfg.curve_dir else None,
+        weights_from=cfg.weights_from,
     )

@@ -232,6 +232,20 @@ class ActorMetrics(_Metrics):
         self.episodes.labels(level, _outcome(outcome)).inc()
 
 
+class RelayMetrics(_Metrics):
+    """A weight relay's metrics (actor/relay.py)."""
+
+    # fmt: off
+    TABLE = (
+        _M("weights", Counter, "mario_relay_weights", "Weight messages forwarded to this host's actors."),
+        _M("weights_bytes", Counter, "mario_relay_weights_bytes", "Bytes of weight messages forwarded (once; the PUB copies them per actor)."),
+        _M("dropped", Counter, "mario_relay_dropped", "Messages from the learner dropped: malformed, or not weights."),
+        _M("policy_version", Gauge, "mario_relay_policy_version", "Policy version of the newest weights forwarded."),
+        _M("last_weights_time", Gauge, "mario_relay_last_weights_timestamp_seconds", "Unix time the newest weights were forwarded."),
+    )
+    # fmt: on
+
+
 class EvalMetrics(_Metrics):
     """The evaluator's metrics, per level and policy (`greedy`: argmax actions; `sampled`: actions
     drawn from the policy); gauges hold means over each policy's last evaluation episodes."""

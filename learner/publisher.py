@@ -34,7 +34,7 @@ class Publisher:
         self.spent = spent
         self.model_spec = model_spec
         self.dtype = np.float16 if dtype == "float16" else np.float32
-        self._slot: tuple[int, dict[str, torch.Tensor]] | None = None
+        self._slot: tuple[int, dict[str, torch.Tensor], set[str]] | None = None
         self._cond = threading.Condition()
         self._stop = False
         self.thread = threading.Thread(target=self._run, name="publisher", daemon=True)
@@ -42,8 +42,11 @@ class Publisher:
 
     def offer(self, version: int, model: torch.nn.Module) -> None:
         snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}  # on-device copy
+        # buffers (the input normaliser's moments and frame count) stay float32 on any wire dtype:
+        # a count past 65,504 is inf in float16
+        buffers = {name for name, _ in model.named_buffers()}
         with self._cond:
-            self._slot = (version, snapshot)
+            self._slot = (version, snapshot, buffers)
             self._cond.notify()
 
     def _run(self) -> None:
@@ -53,11 +56,12 @@ class Publisher:
                     self._cond.wait()
                 if self._stop:
                     return
-                version, snapshot = self._slot
+                version, snapshot, buffers = self._slot
                 self._slot = None
             t0 = time.thread_time()
             tensors = {
-                k: v.cpu().numpy().astype(self.dtype, copy=False) for k, v in snapshot.items()
+                k: v.cpu().numpy().astype(np.float32 if k in buffers else self.dtype, copy=False)
+                for k, v in snapshot.items()
             }
             msg = wire.Weights(
                 policy_version=version,

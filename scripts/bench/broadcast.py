@@ -21,6 +21,9 @@ Per phase, from the learner's /metrics and its threads' CPU clocks (/proc/PID/ta
   learner's time that publishing takes. Target: <= 0.05 with 64 subscribers;
 - spread: median time from the first to the last subscriber receiving one version.
 
+--relays R puts the subscribers behind R weight relays (actor/relay.py, one per actor host in a
+deployment): the learner then has R subscribers whatever S is.
+
 --bridge puts the subscribers on another "host": a network namespace joined to the machine by a
 veth pair and a bridge (scripts/chaos/netns.py; root), the learner bound to all addresses.
 """
@@ -53,12 +56,15 @@ SPAWN = mp.get_context("spawn")
 # -- the subscriber process: `python -m scripts.bench.broadcast subscribe ADDRESS N` --------------
 
 
-def subscribe(address: str, n: int) -> None:
-    """Open n SUB sockets as an actor does; print `ready` once each has had a message, then count
-    until a line arrives on stdin, and print the counts as JSON."""
+def subscribe(addresses: str, n: int) -> None:
+    """Open n SUB sockets as an actor does, spread over the comma-separated `addresses`; print
+    `ready` once each has had a message, then count until a line arrives on stdin, and print the
+    counts as JSON."""
     ctx = zmq.Context()
     socks = []
-    for _ in range(n):
+    targets = addresses.split(",")
+    for i in range(n):
+        address = targets[i % len(targets)]
         sock = ctx.socket(zmq.SUB)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, 4)  # as actor/link.py
@@ -169,11 +175,41 @@ def start_learner(run_dir: str, device: str, dtype: str, host: str) -> tuple:
     return proc, port, f"http://127.0.0.1:{mport}/metrics"
 
 
+def start_relays(n: int, learner: str, wrap) -> tuple[list[subprocess.Popen], str]:
+    """n relay processes (actor/relay.py) subscribed to `learner`; their addresses, joined."""
+    ports = [free_ports() for _ in range(n)]
+    procs = [
+        subprocess.Popen(
+            wrap(
+                [
+                    sys.executable,
+                    "-m",
+                    "actor.relay",
+                    "--learner",
+                    learner,
+                    "--bind",
+                    f"127.0.0.1:{port}",
+                    "--log-level",
+                    "WARNING",
+                ]
+            ),  # fmt: skip
+            cwd=ROOT,
+        )
+        for port in ports
+    ]
+    return procs, ",".join(f"tcp://127.0.0.1:{port}" for port in ports)
+
+
 def phase(
-    url: str, pid: int, subscribers: int, address: str, seconds: float, wrap
+    url: str, pid: int, subscribers: int, learner: str, seconds: float, wrap, relays: int = 0
 ) -> dict[str, float]:
-    """One phase with `subscribers` SUB sockets (in one process, through `wrap`)."""
-    sub = None
+    """One phase with `subscribers` SUB sockets (in one process, through `wrap`), subscribed to
+    the learner (HOST:PORT) or spread over `relays` relays of it."""
+    sub, relay_procs = None, []
+    host, _, port = learner.rpartition(":")
+    address = f"tcp://{host}:{int(port) + 1}"
+    if subscribers and relays:
+        relay_procs, address = start_relays(min(relays, subscribers), learner, wrap)
     if subscribers:
         argv = wrap([sys.executable, "-m", "scripts.bench.broadcast", "subscribe", address,
                      str(subscribers)])  # fmt: skip
@@ -192,9 +228,13 @@ def phase(
         sub.stdin.flush()
         got = json.loads(sub.stdout.readline())
         sub.wait(30)
+    for relay in relay_procs:
+        relay.terminate()
+        relay.wait(30)
     d = {k: after[k] - before[k] for k in after}
     out = {
         "subscribers": subscribers,
+        "relays": len(relay_procs),
         "publishes_per_s": d["publishes"] / d["time"],
         "bytes_per_publish": d["bytes"] / max(d["publishes"], 1),
         "prepare_ms_per_publish": 1e3 * d["prepare"] / max(d["publishes"], 1),
@@ -231,7 +271,8 @@ def measure(args, dtype: str) -> list[dict]:
             rows = []
             for r in range(args.rounds):
                 for s in counts if r % 2 == 0 else counts[::-1]:
-                    row = phase(url, proc.pid, s, f"tcp://{connect}:{port + 1}", args.seconds, wrap)
+                    learner = f"{connect}:{port}"
+                    row = phase(url, proc.pid, s, learner, args.seconds, wrap, args.relays)
                     rows.append({"round": r, **row})
         finally:
             proc.terminate()
@@ -270,17 +311,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtypes", default="float32", help="comma-separated --weights-dtype")
     parser.add_argument("--device", default="cpu", help="the learner's --device")
     parser.add_argument("--bridge", action="store_true", help="subscribers on a netns host")
+    parser.add_argument("--relays", type=int, default=0, help="subscribers behind N relays")
     args = parser.parse_args(argv)
     args.subscribers = [int(s) for s in args.subscribers.split(",")]
     if args.bridge and (why := netns.unavailable()):
         print(f"error: --bridge needs network namespaces: {why}", file=sys.stderr)
         return 2
-    print(f"{'dtype':8} {'path':8} {'subs':>4} {'KB/pub':>8} {'pub/s':>6} {'prep ms':>8} "
+    print(f"{'dtype':8} {'path':8} {'relays':>6} {'subs':>4} {'KB/pub':>8} {'pub/s':>6} {'prep ms':>8} "
           f"{'send cpu':>8} {'share':>6} {'spread ms':>9} {'got':>5}")  # fmt: skip
     for dtype in args.dtypes.split(","):
         for row in summarise(measure(args, dtype), dtype, args.bridge):
             print(
-                f"{dtype:8} {'bridge' if args.bridge else 'loopback':8} {int(row['subscribers']):>4} "
+                f"{dtype:8} {'bridge' if args.bridge else 'loopback':8} {int(row['relays']):>6} "
+                f"{int(row['subscribers']):>4} "
                 f"{row['bytes_per_publish'] / 1e3:>8.0f} {row['publishes_per_s']:>6.2f} "
                 f"{row['prepare_ms_per_publish']:>8.1f} {row['send_cpu_per_s']:>8.3f} "
                 f"{row['share']:>6.3f} {row.get('spread_ms_p50') or 0:>9.1f} "

@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     exec_ = sub.add_parser("exec", help="become the learner, an actor or the eval actor")
-    exec_.add_argument("role", choices=["learner", "actor", "eval"])
+    exec_.add_argument("role", choices=["learner", "relay", "actor", "eval"])
     exec_.add_argument("id", nargs="?", type=int, help="the actor's id (actor only)")
     exec_.add_argument("--print", action="store_true", help="print the command, run nothing")
     sub.add_parser("commands", help="print every process's command line")

@@ -56,6 +56,9 @@ class Host:
     actor_args: str = ""  # more actor flags (the eval actor's too)
     keys: str = ""  # CURVE keys made by `make keys` (empty = off)
     eval: bool | None = None  # the eval actor (id first_actor + n) runs here; None: as learner
+    # a weight relay (actor/relay.py) on 127.0.0.1:PORT+2 that this host's actors subscribe to;
+    # None: when they reach a learner on another host and there are two or more of them
+    relay: bool | None = None
     targets: str = "runs/targets/actors.json"  # Prometheus file_sd list of this host's actors
     cores: int = dataclasses.field(default_factory=_cores)  # CPUs this host gives its processes
 
@@ -89,7 +92,13 @@ class Host:
             n=self.n or max(1, self.cores - 1),
             learner=self.learner or f"127.0.0.1:{self.port}",
             eval=self.learner_autostart if self.eval is None else self.eval,
-        )
+        )._with_relay()
+
+    def _with_relay(self) -> Host:
+        if self.relay is not None:
+            return self
+        remote = self.learner.rpartition(":")[0] not in ("127.0.0.1", "localhost", "::1", "[::1]")
+        return dataclasses.replace(self, relay=remote and not self.learner_autostart and self.n > 1)
 
     def problems(self) -> list[str]:
         out = []
@@ -112,6 +121,16 @@ class Host:
     @property
     def eval_id(self) -> int:
         return self.first_actor + self.n
+
+    @property
+    def relay_address(self) -> str:
+        """Where this host's relay publishes (its actors' --weights-from)."""
+        return f"127.0.0.1:{self.port + 2}"
+
+    @property
+    def relay_metrics_port(self) -> int:
+        """The relay's /metrics port: after the actors' and the eval actor's (0: off)."""
+        return self.actor_metrics_base + self.eval_id + 1 if self.actor_metrics_base else 0
 
     @property
     def actor_ids(self) -> range:
@@ -203,6 +222,8 @@ def _actor_common(h: Host, actor_id: int) -> list[str]:
     argv += ["--metrics-host", h.metrics_host, "--metrics-port", str(metrics_port)]
     if h.keys:
         argv += ["--curve-dir", f"{h.keys}/actor-{actor_id}"]
+    if h.relay:
+        argv += ["--weights-from", h.relay_address]
     return argv + ["--level", h.levels]
 
 
@@ -216,44 +237,60 @@ def eval_argv(h: Host) -> list[str]:
     return argv + shlex.split(h.actor_args)
 
 
+def relay_argv(h: Host) -> list[str]:
+    """The host's weight relay; it reaches the learner with the first actor's CURVE keys."""
+    argv = [sys.executable, "-m", "actor.relay", "--learner", h.learner, "--bind", h.relay_address]
+    argv += ["--metrics-host", h.metrics_host, "--metrics-port", str(h.relay_metrics_port)]
+    return argv + (["--curve-dir", f"{h.keys}/actor-{h.first_actor}"] if h.keys else [])
+
+
 def commands(h: Host) -> dict[str, list[str]]:
     """Every process this host runs, by its supervisord program name."""
     out = {"learner": learner_argv(h)} if h.learner_autostart else {}
+    out |= {"relay": relay_argv(h)} if h.relay else {}
     out |= {f"actor-{i}": actor_argv(h, i) for i in h.actor_ids}
     return out | ({"eval": eval_argv(h)} if h.eval else {})
 
 
 def argv_for(h: Host, role: str, actor_id: int | None = None) -> list[str]:
-    """The command line of `role` (learner, actor, eval) on this host."""
+    """The command line of `role` (learner, relay, actor, eval) on this host."""
     if role == "learner":
         return learner_argv(h)
+    if role == "relay":
+        return relay_argv(h)
     if role == "eval":
         return eval_argv(h)
     if role == "actor" and actor_id is not None and actor_id >= 0:
         return actor_argv(h, actor_id)
-    raise ValueError(f"expected learner, eval or actor ID, got {role} {actor_id}")
+    raise ValueError(f"expected learner, relay, eval or actor ID, got {role} {actor_id}")
 
 
 # ---- Prometheus targets ----------------------------------------------------------------------
 
 
 def write_targets(h: Host) -> list[Path]:
-    """This host's actors (and eval actor, in eval.json beside it) as Prometheus file_sd lists;
-    nothing when the actors serve no metrics. Written whole or not at all."""
+    """This host's actors (and eval actor, in eval.json beside it; its relay, in relay.json) as
+    Prometheus file_sd lists; nothing when the actors serve no metrics. Written whole or not at
+    all."""
     if not h.actor_metrics_base:
         return []
     host = "127.0.0.1" if h.metrics_host in ("0.0.0.0", "::") else h.metrics_host
     path = Path(h.targets)
-    lists = {path: ("mario-actor", list(h.actor_ids))}
+    base = h.actor_metrics_base
+    lists = {path: ("mario-actor", "actor_id", {i: base + i for i in h.actor_ids})}
     if h.eval:
-        lists[path.with_name("eval.json")] = ("mario-eval", [h.eval_id])
-    for target, (job, ids) in lists.items():
+        lists[path.with_name("eval.json")] = (
+            "mario-eval",
+            "actor_id",
+            {h.eval_id: base + h.eval_id},
+        )
+    if h.relay:  # labelled by the first actor it serves, which names the host's actors
+        relay = {h.first_actor: h.relay_metrics_port}
+        lists[path.with_name("relay.json")] = ("mario-relay", "first_actor", relay)
+    for target, (job, label, by_id) in lists.items():
         entries = [
-            {
-                "targets": [f"{host}:{h.actor_metrics_base + i}"],
-                "labels": {"job": job, "actor_id": str(i)},
-            }
-            for i in ids
+            {"targets": [f"{host}:{port}"], "labels": {"job": job, label: str(i)}}
+            for i, port in by_id.items()
         ]
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, (json.dumps(entries, indent=2) + "\n").encode())

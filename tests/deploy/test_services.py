@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from supervisor.options import ServerOptions
 
-from scripts.service.host import Host
+from scripts.service.host import Host, argv_for
 from scripts.service.supervisor import Supervisor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,6 +22,7 @@ UNITS = [
     "mario-learner.service",
     "mario-actor@.service",
     "mario-eval.service",
+    "mario-relay.service",
     "mario-impala.target",
 ]
 INSTALLED = "/opt/mario-impala"  # where the units expect the repository
@@ -90,9 +91,10 @@ def _supervisor_programs(monkeypatch, tmp_path: Path, **settings: object) -> dic
 
 def test_supervisord_config_runs_the_learner_n_actors_and_the_eval_actor(tmp_path, monkeypatch):
     programs = _supervisor_programs(monkeypatch, tmp_path, first_actor=16, n=2)
-    assert sorted(programs) == ["actor-16", "actor-17", "eval", "learner"]
+    assert sorted(programs) == ["actor-16", "actor-17", "eval", "learner", "relay"]
+    assert not programs["relay"].autostart  # the learner is here: no relay
     for p in programs.values():
-        assert p.autostart
+        assert p.autostart or p.name == "relay"
         assert p.stopasgroup and p.killasgroup and p.redirect_stderr
         assert p.autorestart and p.exitcodes == [0, 2]  # crashes restart, config errors do not
         assert Path(p.stdout_logfile).parent == tmp_path / "run/logs"
@@ -100,7 +102,13 @@ def test_supervisord_config_runs_the_learner_n_actors_and_the_eval_actor(tmp_pat
         assert Path(p.directory).resolve() == ROOT
     learner = programs["learner"]
     assert learner.stopwaitsecs >= 60  # room for the final checkpoint
-    assert learner.priority < programs["actor-16"].priority < programs["eval"].priority
+    relay = programs["relay"]
+    assert (
+        learner.priority
+        < relay.priority
+        < programs["actor-16"].priority
+        < programs["eval"].priority
+    )
     for name, p in programs.items():  # each runs the one command line of scripts/service
         role, _, actor_id = name.partition("-")
         assert p.command == f"{sys.executable} -m scripts.service exec {role} {actor_id}".strip()
@@ -113,3 +121,29 @@ def test_supervisord_without_the_learner_and_the_eval_actor(tmp_path, monkeypatc
         "actor-1",
         "actor-2",
     ]
+
+
+def test_an_actor_host_of_a_remote_learner_runs_a_relay_its_actors_subscribe_to(
+    tmp_path, monkeypatch
+):
+    settings = dict(n=3, learner_autostart=False, eval=False, learner="10.0.0.5:5555", port=5555)
+    programs = _supervisor_programs(monkeypatch, tmp_path, **settings)
+    assert [name for name, p in programs.items() if p.autostart] == [
+        "relay",
+        "actor-0",
+        "actor-1",
+        "actor-2",
+    ]
+    h = Host(run=str(tmp_path / "run"), **settings).resolved()
+    relay = argv_for(h, "relay")
+    assert relay[relay.index("--learner") + 1] == "10.0.0.5:5555"
+    assert relay[relay.index("--bind") + 1] == "127.0.0.1:5557"
+    actor = argv_for(h, "actor", 1)
+    assert actor[actor.index("--weights-from") + 1] == "127.0.0.1:5557"
+    # one actor, or a learner on this host, needs no relay; MARIO_RELAY decides when set
+    assert not Host(**{**settings, "n": 1}).resolved().relay
+    assert not Host(**{**settings, "learner": "127.0.0.1:5555"}).resolved().relay
+    assert Host(**{**settings, "learner": "127.0.0.1:5555", "relay": True}).resolved().relay
+    assert "--weights-from" not in argv_for(
+        Host(**{**settings, "relay": False}).resolved(), "actor", 0
+    )

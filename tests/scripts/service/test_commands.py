@@ -14,6 +14,7 @@ import pytest
 from supervisor.options import ServerOptions
 
 from actor.config import ActorConfig
+from actor.relay import RelayConfig
 from common import config as config_io
 from common.curve import make_keys
 from learner.config import LearnerConfig
@@ -71,9 +72,12 @@ def supervisord_commands(target: str, variables: dict, monkeypatch) -> dict[str,
     return {p.name: printed(shlex.split(p.command), env) for p in started}
 
 
-def systemd_commands(env_file: dict[str, str], ids: range, eval_: bool) -> dict[str, list[str]]:
+def systemd_commands(
+    env_file: dict[str, str], ids: range, eval_: bool, learner: bool = True, relay: bool = False
+) -> dict[str, list[str]]:
     """What each systemd unit would exec, with /etc/mario-impala/env holding `env_file`."""
-    units = {"learner": ("mario-learner.service", "")}
+    units = {"learner": ("mario-learner.service", "")} if learner else {}
+    units |= {"relay": ("mario-relay.service", "")} if relay else {}
     units |= {f"actor-{i}": ("mario-actor@.service", str(i)) for i in ids}
     units |= {"eval": ("mario-eval.service", "")} if eval_ else {}
     env = {"PATH": "/usr/bin:/bin", **env_file}
@@ -134,6 +138,22 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
     evaluator = config_io.load(ActorConfig, train["eval"][3:], prog="actor", description="")
     assert (evaluator.eval, evaluator.actor_id, evaluator.metrics_port) == (True, 19, 9119)
     assert evaluator.eval_dir == str(tmp_path / "run" / "eval")
+
+    # actors on another host than the learner's: a relay, which each actor takes weights from
+    remote = {**variables, "LEARNER": "10.0.0.5:6000"}
+    far = supervisord_commands("actors", remote, monkeypatch)
+    assert sorted(far) == ["actor-16", "actor-17", "actor-18", "relay"]
+    env_file = {k: str(v) for k, v in make_env("actors", remote).items()}
+    env_file |= {"MARIO_LEARNER_AUTOSTART": "false", "MARIO_EVAL": "false"}
+    assert systemd_commands(env_file, range(16, 19), False, learner=False, relay=True) == far
+    relay = config_io.load(RelayConfig, far["relay"][3:], prog="actor.relay", description="")
+    assert (relay.learner, relay.bind, relay.curve_dir) == (
+        "10.0.0.5:6000",
+        "127.0.0.1:6002",
+        f"{keys}/actor-16",
+    )
+    actor = config_io.load(ActorConfig, far["actor-17"][3:], prog="actor", description="")
+    assert (actor.learner, actor.weights_from) == ("10.0.0.5:6000", "127.0.0.1:6002")
 
 
 def test_make_commands_prints_what_make_train_starts(tmp_path, monkeypatch):
