@@ -57,6 +57,21 @@ def to_wire_chunk(
     )
 
 
+class _Waited:
+    """Time spent blocked, added to a counter as it passes (`tick` at every poll and once at the
+    end), so a long wait, a learner out of reach, shows in the counter's rate while it lasts."""
+
+    def __init__(self, add):
+        self.add = add
+        self.last = time.perf_counter()
+
+    def tick(self) -> bool:
+        now = time.perf_counter()
+        self.add(now - self.last)
+        self.last = now
+        return False
+
+
 class Actor:
     """The actor's loop: lanes of envs, CPU inference, chunk streaming with credits.
 
@@ -143,10 +158,13 @@ class Actor:
         for finished in lane.take_finished():
             for e in finished.episodes:
                 self.metrics.count_episode(e.level, e.outcome)
-            start = time.perf_counter()
-            if not self.link.wait_for_credit(lambda: self.stopping.is_set() or self.lanes_stale):
+            waited = _Waited(self.metrics.flow_control_wait_seconds.inc)
+            ok = self.link.wait_for_credit(
+                lambda waited=waited: waited.tick() or self.stopping.is_set() or self.lanes_stale
+            )
+            waited.tick()
+            if not ok:
                 return
-            self.metrics.flow_control_wait_seconds.inc(time.perf_counter() - start)
             self.link.send_chunk(to_wire_chunk(self.cfg, self.instance_id, self.seq, finished))
             self.seq += 1
             self.metrics.chunks_sent.inc()
