@@ -10,9 +10,10 @@ the partition that separates machines. Needs root and iproute2 (`ip`).
         a = net.add_host("actors-a")          # 10.77.x.2
         subprocess.run(a.exec(["python", "-m", "actor", ...]))
         net.link(a, up=False)                 # partition; up=True heals it
+        net.block(a, 5556)                    # that one TCP port, both ways (nftables)
 
 `unavailable()` says why namespaces cannot be made here (or None), for a tool to refuse and a
-test to skip with that reason.
+test to skip with that reason; `block` also needs nftables' `nft` (`unavailable(nft=True)`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,13 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
 
 
-def unavailable() -> str | None:
-    """Why this machine cannot make network namespaces, or None when it can."""
+def unavailable(nft: bool = False) -> str | None:
+    """Why this machine cannot make network namespaces (with `nft`: and block ports in them), or
+    None when it can."""
     if shutil.which("ip") is None:
         return "iproute2's `ip` is not installed (apt-get install iproute2)"
+    if nft and shutil.which("nft") is None:
+        return "nftables' `nft` is not installed (apt-get install nftables)"
     if os.geteuid() != 0:
         return "network namespaces need root (run as root, as CI does)"
     name = f"mario-probe-{secrets.token_hex(3)}"
@@ -100,6 +104,24 @@ class Network:
     def link(self, host: Host, up: bool) -> None:
         """Take a host's link down (a partition: packets vanish, nobody is told) or back up."""
         _ip("link", "set", host.veth, "up" if up else "down")
+
+    def block(self, host: Host, port: int) -> None:
+        """Drop every TCP packet of `port` on the host, to it and from it, while other ports
+        flow: e.g. the learner's broadcast cut while its chunks and heartbeats still pass."""
+        rules = (
+            "add table inet mario\n"
+            "add chain inet mario out { type filter hook output priority 0; }\n"
+            "add chain inet mario in { type filter hook input priority 0; }\n"
+            f"add rule inet mario out tcp dport {port} drop\n"
+            f"add rule inet mario in tcp sport {port} drop\n"
+        )
+        subprocess.run(["ip", "netns", "exec", host.name, "nft", "-f", "-"], input=rules,
+                       capture_output=True, text=True, check=True)  # fmt: skip
+
+    def unblock(self, host: Host) -> None:
+        """Remove every block on the host."""
+        subprocess.run(["ip", "netns", "exec", host.name, "nft", "delete", "table", "inet", "mario"],
+                       capture_output=True, check=False)  # fmt: skip
 
     def close(self) -> None:
         for host in self.hosts:

@@ -1,5 +1,6 @@
 """An actor on another host, cut off by a partition (its link down: no FIN, no RST, packets
-vanish), with real processes in network namespaces (scripts/chaos/netns.py).
+vanish), or with only the weight broadcast cut, with real processes in network namespaces
+(scripts/chaos/netns.py).
 
 While cut off it stops stepping once its credits are spent, holding at most the chunk it was
 filling; when the link returns it streams again, and the chunks it made with weights that went
@@ -101,4 +102,45 @@ def test_a_partitioned_actor_holds_one_chunk_and_its_stale_chunks_are_dropped(tm
             assert fm()["mario_actor_policy_version"] > still["mario_actor_policy_version"]
         finally:
             for p in (cut, near, learner):
+                p.stop()
+
+
+@pytest.mark.skipif(
+    netns.unavailable(nft=True) is not None, reason=f"{netns.unavailable(nft=True)}"
+)
+def test_an_actor_whose_broadcast_is_blocked_takes_the_weights_over_its_own_connection(tmp_path):
+    port, lport, far_metrics = procs.free_port(2), procs.free_port(), procs.free_port()
+    with netns.Network() as net:
+        far = net.add_host("far")
+        learner = procs.learner(
+            tmp_path / "run", port, lport, "--host", net.gateway, "--insecure",
+            "--unroll-length", str(UNROLL), "--batch-chunks", "1", "--heartbeat-interval-s", "0.5",
+            "--checkpoint-interval-s", "1000",
+        )  # fmt: skip
+        actor = procs.Proc(
+            far.exec(actor_argv(f"{net.gateway}:{port}", 0, far_metrics)), tmp_path / "far.log"
+        )
+        started = [learner, actor]
+        lm = lambda: procs.scrape(lport)  # noqa: E731
+        fm = lambda: scrape_in(far, far_metrics)  # noqa: E731
+        version = lambda: fm().get("mario_actor_policy_version", -1)  # noqa: E731
+        accepted = "mario_learner_chunks_total{result=accepted}"
+        try:
+            procs.wait_until("the far actor on broadcast weights", lambda: version() >= 2, 240,
+                             started)  # fmt: skip
+            assert "asking the learner" not in actor.output()
+
+            net.block(far, port + 1)  # the broadcast path alone: chunks and heartbeats still pass
+            v0, chunks = version(), lm()[accepted]
+            procs.wait_until("newer weights over the actor's own connection",
+                             lambda: version() >= v0 + 3, 120, started)  # fmt: skip
+            assert "no weight broadcast for 3 s; asking the learner" in actor.output()
+            procs.wait_until("its chunks still accepted", lambda: lm()[accepted] >= chunks + 3, 60,
+                             started)  # fmt: skip
+
+            net.unblock(far)
+            v1 = version()
+            procs.wait_until("weights again", lambda: version() >= v1 + 3, 120, started)
+        finally:
+            for p in (actor, learner):
                 p.stop()

@@ -63,3 +63,20 @@ def test_hosts_reach_the_machine_and_each_other_until_their_link_goes_down():
     assert ours() == before  # every namespace removed with the network
     links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
     assert net.bridge not in links
+
+
+@pytest.mark.skipif(
+    netns.unavailable(nft=True) is not None, reason=f"{netns.unavailable(nft=True)}"
+)
+def test_a_blocked_port_drops_its_packets_both_ways_while_other_ports_flow():
+    blocked, open_ = socket.create_server(("0.0.0.0", 0)), socket.create_server(("0.0.0.0", 0))
+    with blocked, open_, netns.Network() as net:
+        a = net.add_host("a")
+        net.block(a, blocked.getsockname()[1])
+        down = connect(a, net.gateway, blocked.getsockname()[1])
+        assert down.returncode != 0 and "TimeoutError" in down.stderr
+        assert connect(a, net.gateway, open_.getsockname()[1]).returncode == 0
+        open_.accept()[0].close()
+        net.unblock(a)
+        assert connect(a, net.gateway, blocked.getsockname()[1]).returncode == 0
+        blocked.accept()[0].close()
