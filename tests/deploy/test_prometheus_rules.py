@@ -21,6 +21,7 @@ ALERTS = {
     "MarioPolicyLagHigh",
     "MarioNoUpdates",
     "MarioRestarting",
+    "MarioRelayBehind",
 }
 
 pytestmark = pytest.mark.skipif(
