@@ -46,7 +46,7 @@ class Cluster:
         self.conf = root / "slurm.conf"
         self.env = dict(os.environ, SLURM_CONF=str(self.conf))
         self.net: netns.Network | None = None
-        self.nodes = [socket.gethostname(), "node2"]
+        self.nodes = [socket.gethostname().split(".")[0], "node2"]  # slurmd: the short name
 
     def __enter__(self) -> Cluster:
         if not _munge_running():
