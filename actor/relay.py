@@ -29,7 +29,7 @@ from common import config as config_io
 from common import curve, wire
 from common.config import LogLevel, Port
 from common.config import option as _f
-from common.metrics import RelayMetrics, serve
+from common.metrics import MetricsPortError, RelayMetrics, add_process_metrics, serve
 
 log = logging.getLogger("relay")
 
@@ -116,9 +116,16 @@ def main(argv: list[str] | None = None) -> int:
         level=cfg.log_level, format="%(asctime)s relay %(levelname)s %(message)s", stream=sys.stderr
     )
     metrics = RelayMetrics()
-    server = (
-        serve(metrics.registry, cfg.metrics_host, cfg.metrics_port) if cfg.metrics_port else None
-    )
+    add_process_metrics(metrics.registry)  # resident memory, CPU, start time
+    try:
+        server = (
+            serve(metrics.registry, cfg.metrics_host, cfg.metrics_port)
+            if cfg.metrics_port
+            else None
+        )
+    except MetricsPortError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         relay = Relay(cfg, metrics)
     except zmq.ZMQError as exc:

@@ -15,6 +15,7 @@ from common.metrics import (
     EvalMetrics,
     LearnerMetrics,
     RateWindow,
+    RelayMetrics,
     add_process_metrics,
     serve,
 )
@@ -87,11 +88,19 @@ EVAL = {
     "mario_eval_best_max_x": "gauge",
     "mario_eval_progress": "gauge",
 }
+RELAY = {
+    "mario_relay_weights_total": "counter",
+    "mario_relay_weights_bytes_total": "counter",
+    "mario_relay_dropped_total": "counter",
+    "mario_relay_policy_version": "gauge",
+    "mario_relay_last_weights_timestamp_seconds": "gauge",
+}
 
 PROCESSES: list[tuple[str, Callable[[], CollectorRegistry], dict[str, str]]] = [
     ("learner", lambda: LearnerMetrics(levels=["1-1"]).registry, LEARNER),
     ("actor", lambda: ActorMetrics(levels=["1-1"]).registry, ACTOR),
     ("eval", lambda: EvalMetrics(levels=["1-1"]).registry, EVAL),
+    ("relay", lambda: RelayMetrics().registry, RELAY),
 ]
 
 

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.metrics import ActorMetrics, EvalMetrics, LearnerMetrics
+from common.metrics import ActorMetrics, EvalMetrics, LearnerMetrics, RelayMetrics
 from learner.gpu import GpuCollector
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,6 +110,7 @@ def known_metric_names() -> set[str]:
         LearnerMetrics(levels=["1-1"]).registry,
         ActorMetrics(levels=["1-1"]).registry,
         EvalMetrics(levels=["1-1"]).registry,
+        RelayMetrics().registry,
     ):
         text = generate_latest(registry).decode()
         for family in text_string_to_metric_families(text):

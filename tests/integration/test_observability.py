@@ -122,6 +122,7 @@ def prometheus_config(learner_metrics: int, targets_dir: Path) -> str:
         '"127.0.0.1:9000"': f'"127.0.0.1:{learner_metrics}"',
         "../../runs/targets/actors*.json": str(targets_dir / "actors*.json"),
         "../../runs/targets/eval*.json": str(targets_dir / "eval*.json"),
+        "../../runs/targets/relay*.json": str(targets_dir / "relay*.json"),
         "  - alerts.yml": f"  - {DEPLOY / 'alerts.yml'}",
     }
     for old, new in replacements.items():
@@ -157,14 +158,18 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
     assert gpu and evaluation and len(checked) > 30
 
     # One block of free ports, so that no two of them can collide.
-    port = free_ports(7)  # learner chunks; port + 1: learner weights
-    learner_metrics, actor_metrics, prom_port = port + 2, port + 3, port + 6
+    port = free_ports(9)  # learner chunks; port + 1: learner weights
+    learner_metrics, actor_metrics, prom_port = port + 2, port + 3, port + 7
     eval_metrics = actor_metrics + 2  # 2 actors, then the eval actor (id 2)
+    relay_port = port + 8  # actor 1 takes its weights from a relay, as on an actor host
     targets = tmp_path / "targets"
-    written = write_targets(
-        Host(n=2, actor_metrics_base=actor_metrics, targets=str(targets / "actors.json")).resolved()
-    )
-    assert written == [targets / "actors.json", targets / "eval.json"]
+    host = Host(
+        n=2, actor_metrics_base=actor_metrics, targets=str(targets / "actors.json"), relay=True
+    ).resolved()
+    relay_metrics = host.relay_metrics_port  # after the eval actor's: port + 6
+    assert relay_metrics == port + 6
+    written = write_targets(host)
+    assert written == [targets / "actors.json", targets / "eval.json", targets / "relay.json"]
     config = tmp_path / "prometheus.yml"
     config.write_text(prometheus_config(learner_metrics, targets))
     check = subprocess.run(
@@ -174,7 +179,14 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
 
     logs = [
         tmp_path / n
-        for n in ("learner.log", "actor-0.log", "actor-1.log", "prometheus.log", "eval.log")
+        for n in (
+            "learner.log",
+            "actor-0.log",
+            "actor-1.log",
+            "prometheus.log",
+            "eval.log",
+            "relay.log",
+        )  # fmt: skip
     ]
     procs: list[subprocess.Popen] = []
     started = time.monotonic()
@@ -193,12 +205,13 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
             )
         )
         for i in range(2):
+            relayed = ["--weights-from", f"127.0.0.1:{relay_port}"] if i == 1 else []
             procs.append(
                 start(
                     [
                         *(PY, "-m", "actor", "--learner", f"127.0.0.1:{port}"),
                         *("--actor-id", str(i), "--metrics-port", str(actor_metrics + i)),
-                        *("--num-envs", "2", "--level", LEVELS),
+                        *("--num-envs", "2", "--level", LEVELS, *relayed),
                     ],
                     logs[1 + i],
                 )
@@ -223,6 +236,15 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
                     *("--eval-dir", str(tmp_path / "eval")),
                 ],
                 logs[4],
+            )
+        )
+        procs.append(
+            start(
+                [
+                    *(PY, "-m", "actor.relay", "--learner", f"127.0.0.1:{port}"),
+                    *("--bind", f"127.0.0.1:{relay_port}", "--metrics-port", str(relay_metrics)),
+                ],
+                logs[5],
             )
         )
         prom = f"http://127.0.0.1:{prom_port}"
@@ -274,6 +296,7 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
         for t in active:
             by_job.setdefault(t["labels"]["job"], []).append(t)
         assert {t["labels"]["actor_id"] for t in by_job["mario-actor"]} == {"0", "1"}
+        assert [t["labels"]["first_actor"] for t in by_job["mario-relay"]] == ["0"]
         assert all(t["health"] == "up" for t in active), [
             (t["scrapeUrl"], t["lastError"]) for t in active
         ]
