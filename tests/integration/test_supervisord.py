@@ -54,12 +54,13 @@ def status(settings: dict[str, object]) -> dict[str, tuple[str, int]]:
 
 
 def all_running(settings: dict[str, object]) -> bool:
-    """Every process supervisord starts is RUNNING (the eval actor, with EVAL=false, is not
-    started: it stays STOPPED)."""
+    """Every process supervisord starts is RUNNING (the eval actor, with EVAL=false, and the
+    weight relay, on a host with the learner, are not started: they stay STOPPED)."""
+    not_started = {"mario:relay"} | ({"mario:eval"} if settings.get("EVAL") == "false" else set())
     return all(
         state == "RUNNING" and pid > 0
         for name, (state, pid) in status(settings).items()
-        if not (name == "mario:eval" and settings.get("EVAL") == "false")
+        if name not in not_started
     )
 
 
@@ -128,8 +129,10 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
             *(f"mario:actor-{i}" for i in range(4)),
             "mario:eval",
             "mario:learner",
+            "mario:relay",
         ]
         assert first["mario:eval"] == ("STOPPED", 0)  # EVAL=false: configured, not started
+        assert first["mario:relay"] == ("STOPPED", 0)  # the learner is on this host: no relay
         # 4 actors and the learner on 5 cores or fewer: one lane each (the lane rule)
         argv = Path(f"/proc/{first['mario:actor-0'][1]}/cmdline").read_bytes().split(b"\0")
         assert ("--lanes" in map(bytes.decode, argv)) == (host._cores() <= 5)
