@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from common import curve
-from common.config import Count, LogLevel, NonNegative, Port, Positive, PositiveInt
+from common.config import Count, LogLevel, NonNegative, Port, Positive, PositiveInt, is_host_port
 from common.config import option as _f
 from common.env_spec import ActionSet, EnvSpec
 
@@ -71,15 +71,12 @@ class ActorConfig:
 
     def problems(self) -> list[str]:
         out = list(self.env_spec().problems())
-        host, sep, port = self.learner.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65535:
+        if not is_host_port(self.learner, below=65535):
             out.append(f"learner must be HOST:PORT with PORT < 65535, got {self.learner!r}")
-        if self.weights_from:
-            host, sep, port = self.weights_from.rpartition(":")
-            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-                out.append(
-                    f"weights_from must be HOST:PORT of a relay (actor.relay), got {self.weights_from!r}"
-                )
+        if self.weights_from and not is_host_port(self.weights_from):
+            out.append(
+                f"weights_from must be HOST:PORT of a relay (actor.relay), got {self.weights_from!r}"
+            )
         if self.learner_timeout_s <= 2 * self.heartbeat_interval_s:
             out.append("learner_timeout_s must exceed 2 x heartbeat_interval_s")
         return out + curve.actor_problems(self.curve_dir)

@@ -27,7 +27,7 @@ import zmq
 
 from common import config as config_io
 from common import curve, wire
-from common.config import LogLevel, Port
+from common.config import LogLevel, Port, is_host_port
 from common.config import option as _f
 from common.metrics import MetricsPortError, RelayMetrics, add_process_metrics, serve
 
@@ -35,10 +35,7 @@ log = logging.getLogger("relay")
 
 
 def _endpoint_problem(name: str, value: str) -> list[str]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        return [f"{name} must be HOST:PORT, got {value!r}"]
-    return []
+    return [] if is_host_port(value) else [f"{name} must be HOST:PORT, got {value!r}"]
 
 
 @dataclass(frozen=True)

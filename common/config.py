@@ -102,6 +102,12 @@ class _Layer(NamedTuple):
     text: bool = False  # command-line strings: parsed rather than type-checked
 
 
+def is_host_port(value: str, below: int = 65536) -> bool:
+    """Whether `value` is HOST:PORT with 0 < PORT < `below` (65535 where PORT+1 is used too)."""
+    host, sep, port = value.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < below)
+
+
 def option(default: Any, help: str) -> Any:
     """A field: its default and one line of help."""
     return dataclasses.field(default=default, metadata={"help": help})
