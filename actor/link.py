@@ -207,10 +207,12 @@ class LearnerLink:
                 log.info("no weight broadcast for %.0f s; asking the learner", WEIGHTS_SILENCE_S)
                 self._last_asked = now
                 self._send(wire.WeightsRequest(have_version=self.policy_version))
+                self.on_event("weights_request")
         elif isinstance(msg, wire.Welcome):
             self._welcomed(msg)
         elif isinstance(msg, wire.Credit) and self.registered:
             self.credits += msg.credits
+            self.on_event("credit")
         elif isinstance(msg, wire.Weights):
             self._apply(msg)
         elif isinstance(msg, wire.Refuse):

@@ -139,6 +139,10 @@ class Actor:
         elif event == "registered":
             self.metrics.connected.set(1)
             self.metrics.registered_time.set_to_current_time()
+        elif event == "credit":
+            self.metrics.last_credit_time.set_to_current_time()
+        elif event == "weights_request":
+            self.metrics.weights_requests.inc()
 
     def stop(self, *_: object) -> None:
         self.stopping.set()

@@ -50,7 +50,7 @@ LABEL_VALUES = {
     "outcome": OUTCOMES,
     "reason": REJECT_REASONS,
     "source": ("fresh", "replay"),
-    "result": ("accepted", "stale", "rejected"),
+    "result": ("accepted", "stale", "rejected", "duplicate"),
     "term": ("policy", "baseline", "entropy", "total"),
     "stat": ("p50", "p90", "p99", "max"),
     "policy": ("greedy", "sampled"),  # argmax actions; actions drawn from the policy
@@ -125,6 +125,7 @@ class LearnerMetrics(_Metrics):
         _M("ingest_bytes", Counter, "mario_learner_ingest_bytes", "Chunk payload bytes received."),
         _M("chunk_latency", Histogram, "mario_chunk_latency_seconds", "Time from an actor sending a chunk to the learner consuming it.", buckets=LATENCY_BUCKETS),
         _M("actors_connected", Gauge, "mario_actors_connected", "Actors heard recently."),
+        _M("credits_outstanding", Gauge, "mario_learner_credits_outstanding", "Send credits granted to the actors heard recently and not yet spent: the most chunks that can be in flight."),
         _M("weights_broadcast_bytes", Counter, "mario_weights_broadcast_bytes", "Bytes of policy weights sent."),
         _M("weights_broadcasts", Counter, "mario_weights_broadcasts", "Policy weight messages sent."),
         _M("weights_publish_cpu_seconds", Counter, "mario_weights_publish_cpu_seconds", "CPU time the publisher thread spent preparing weight messages (device copy, dtype, encoding)."),
@@ -224,6 +225,8 @@ class ActorMetrics(_Metrics):
         _M("connected", Gauge, "mario_actor_connected", "1 while the learner answers."),
         _M("registered_time", Gauge, "mario_actor_registered_timestamp_seconds", "Unix time the learner last accepted this actor's registration."),
         _M("last_chunk_time", Gauge, "mario_actor_last_chunk_timestamp_seconds", "Unix time the last chunk was sent."),
+        _M("last_credit_time", Gauge, "mario_actor_last_credit_timestamp_seconds", "Unix time the learner last granted a credit, for a chunk it received."),
+        _M("weights_requests", Counter, "mario_actor_weights_requests", "Weights asked of the learner over this actor's own connection because broadcasts stopped."),
     )
     # fmt: on
 

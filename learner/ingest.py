@@ -6,10 +6,11 @@ the train loop takes chunks from a bounded queue and hands encoded weights over 
 
 A registration is answered with a Welcome that tells the actor what to build, the unroll length
 and the network (model spec): the learner is their one source. Credits bound the data in flight.
-The Welcome grants `credits_per_actor`; every chunk that arrives (accepted, stale or malformed)
+The Welcome grants `credits_per_actor`; every chunk that arrives (accepted, stale, duplicate or malformed)
 earns its sender one credit back, but only while the queue has room: a full queue owes the
 credits and pays them as the train loop drains it. So actors stop sending instead of the learner
-queueing without bound.
+queueing without bound. A chunk whose seq its actor process sent before (a duplicate) is
+dropped and counted, never trained on twice.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,8 @@ from learner.batching import HostChunk, to_host
 
 log = logging.getLogger(__name__)
 
+SEQ_MEMORY = 4096  # actor processes whose newest chunk seq is remembered (duplicate detection)
+
 
 @dataclass
 class ActorInfo:
@@ -43,6 +46,7 @@ class ActorInfo:
     last_seen: float
     owed: int = 0  # credits earned but not yet granted (queue full)
     chunks: int = 0
+    outstanding: int = 0  # credits granted and not yet spent on a message that arrived
 
 
 @dataclass
@@ -119,6 +123,9 @@ class Ingest:
         self.episodes: deque[wire.EpisodeStats] = deque(maxlen=200)  # recent, for the status line
         # every episode since the last drain, for RUN/episodes.jsonl (deque: thread-safe ends)
         self._new_episodes: deque[tuple[float, int, wire.EpisodeStats]] = deque(maxlen=100_000)
+        # each actor process's newest chunk seq (by instance id, the newest SEQ_MEMORY kept): a
+        # chunk at or below it arrived before and is dropped as a duplicate
+        self._seqs: OrderedDict[str, int] = OrderedDict()
         self._weights: list | None = None  # newest encoded Weights
         self._to_publish: list | None = None
         self._lock = threading.Lock()
@@ -233,6 +240,7 @@ class Ingest:
                 else:
                     self._send(identity, beat)
             self.metrics.actors_connected.set(len(self.actors))
+            self.metrics.credits_outstanding.set(sum(a.outstanding for a in self.actors.values()))
 
     def _room(self) -> bool:
         return len(self.queue) < self.s.queue_chunks
@@ -243,11 +251,16 @@ class Ingest:
                 self._send(
                     identity, wire.Credit(credits=info.owed, policy_version=self.policy_version())
                 )
+                info.outstanding += info.owed
                 info.owed = 0
 
     def _give_credit(self, info: ActorInfo) -> None:
+        """One credit back for a message that spent one: granted now, or owed while the queue is
+        full."""
+        info.outstanding = max(0, info.outstanding - 1)
         if self._room() and not info.owed:
             self._send(info.identity, wire.Credit(credits=1, policy_version=self.policy_version()))
+            info.outstanding += 1
         else:
             info.owed += 1
 
@@ -302,8 +315,9 @@ class Ingest:
         level = str(msg.env_spec.get("level", "?"))
         frame_skip = int(msg.env_spec.get("frame_skip", 1))
         self.actors[identity] = ActorInfo(
-            identity, msg.actor_id, msg.instance_id, frame_skip, level, time.monotonic()
-        )
+            identity, msg.actor_id, msg.instance_id, frame_skip, level, time.monotonic(),
+            outstanding=self.s.credits_per_actor,
+        )  # fmt: skip
         log.info("actor %d registered (%s, %d envs)", msg.actor_id, level, msg.num_envs)
         outside = [lv for lv in _levels_of(level) if lv not in self.s.levels]
         if self.s.levels and outside:
@@ -344,6 +358,17 @@ class Ingest:
         return problems
 
     def _on_chunk(self, info: ActorInfo, chunk: wire.Chunk) -> None:
+        newest = self._seqs.get(chunk.instance_id, -1)
+        if chunk.seq <= newest:  # sent once, arrived again: neither trained on nor counted
+            self.metrics.chunks.labels("duplicate").inc()
+            log.warning(
+                "chunk %d of actor %d arrived again (newest seen: %d); dropped",
+                chunk.seq,
+                info.actor_id,
+                newest,
+            )
+            self._give_credit(info)
+            return
         self.metrics.ingest_bytes.inc(chunk.payload_bytes)
         for e in chunk.episodes:
             p = progress(e.level, e.max_x, e.flag)
@@ -369,6 +394,10 @@ class Ingest:
             )
             self._give_credit(info)
             return
+        self._seqs[chunk.instance_id] = chunk.seq  # a valid chunk: stale or accepted, it is seen
+        self._seqs.move_to_end(chunk.instance_id)
+        if len(self._seqs) > SEQ_MEMORY:
+            self._seqs.popitem(last=False)
         lag = self.policy_version() - chunk.policy_version
         if lag > self.s.max_policy_lag:
             self.metrics.chunks.labels("stale").inc()

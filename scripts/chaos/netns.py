@@ -18,10 +18,13 @@ test to skip with that reason; `block` also needs nftables' `nft` (`unavailable(
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
+import signal
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -46,6 +49,24 @@ def unavailable(nft: bool = False) -> str | None:
     return None
 
 
+def pids(host: Host) -> list[int]:
+    """The processes running in the host's namespace."""
+    out = _ip("netns", "pids", host.name, check=False)
+    return [int(p) for p in out.stdout.split()]
+
+
+@contextlib.contextmanager
+def inside(host: Host) -> Iterator[None]:
+    """Run the calling thread (only it) in the host's network namespace until the block ends:
+    sockets it opens meanwhile live there, and stay there."""
+    with open(f"/run/netns/{host.name}") as theirs, open("/proc/thread-self/ns/net") as ours:
+        os.setns(theirs.fileno(), os.CLONE_NEWNET)
+        try:
+            yield
+        finally:
+            os.setns(ours.fileno(), os.CLONE_NEWNET)
+
+
 @dataclass(frozen=True)
 class Host:
     name: str  # the namespace
@@ -68,6 +89,7 @@ class Network:
         self.subnet = subnet or f"10.{77 + int(tag[0], 16) % 2}.{int(tag[1:], 16) % 250 + 1}"
         self.gateway = f"{self.subnet}.1"
         self.hosts: list[Host] = []
+        self._added = 0
 
     def __enter__(self) -> Network:
         try:
@@ -83,7 +105,8 @@ class Network:
         self.close()
 
     def add_host(self, label: str) -> Host:
-        index = len(self.hosts) + 2
+        self._added += 1  # addresses are never reused, even after a host is removed
+        index = self._added + 1
         host = Host(f"mario-{self.tag}-{label}", f"{self.subnet}.{index}", f"mv{self.tag}h{index}")
         try:
             _ip("netns", "add", host.name)
@@ -106,14 +129,17 @@ class Network:
         _ip("link", "set", host.veth, "up" if up else "down")
 
     def block(self, host: Host, port: int) -> None:
-        """Drop every TCP packet of `port` on the host, to it and from it, while other ports
-        flow: e.g. the learner's broadcast cut while its chunks and heartbeats still pass."""
+        """Drop every TCP packet of `port` on the host, to it and from it, whichever end has the
+        port (a server's or a client's), while other ports flow: e.g. the learner's broadcast cut
+        while its chunks and heartbeats still pass."""
         rules = (
             "add table inet mario\n"
             "add chain inet mario out { type filter hook output priority 0; }\n"
             "add chain inet mario in { type filter hook input priority 0; }\n"
             f"add rule inet mario out tcp dport {port} drop\n"
+            f"add rule inet mario out tcp sport {port} drop\n"
             f"add rule inet mario in tcp sport {port} drop\n"
+            f"add rule inet mario in tcp dport {port} drop\n"
         )
         subprocess.run(["ip", "netns", "exec", host.name, "nft", "-f", "-"], input=rules,
                        capture_output=True, text=True, check=True)  # fmt: skip
@@ -122,6 +148,15 @@ class Network:
         """Remove every block on the host."""
         subprocess.run(["ip", "netns", "exec", host.name, "nft", "delete", "table", "inet", "mario"],
                        capture_output=True, check=False)  # fmt: skip
+
+    def remove_host(self, host: Host) -> None:
+        """A host dies: every process in it killed (SIGKILL) and its link and namespace gone."""
+        for pid in pids(host):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _ip("link", "del", host.veth, check=False)
+        _ip("netns", "del", host.name, check=False)
+        self.hosts = [h for h in self.hosts if h != host]
 
     def close(self) -> None:
         for host in self.hosts:

@@ -252,3 +252,46 @@ def test_episodes_reach_the_level_statistics_and_foreign_levels_are_named(caplog
         assert progress == pytest.approx(1000 / level_lengths()["1-2"])
     finally:
         ing.stop()
+
+
+def test_a_chunk_that_arrives_again_is_dropped_and_counted_once(ingest):
+    c = Client(ingest.port)
+    c.send(register())
+    c.recv()
+    episode = wire.EpisodeStats(
+        level="1-1", episode_return=5.0, length=3, max_x=300, flag=False, outcome="death"
+    )
+    c.send(chunk(seq=0, episodes=(episode,)))
+    c.send(chunk(seq=0, episodes=(episode,)))  # the same chunk again
+    assert isinstance(c.recv(), wire.Credit) and isinstance(c.recv(), wire.Credit)
+    assert counter(ingest, "mario_learner_chunks_total", result="accepted") == 1
+    assert counter(ingest, "mario_learner_chunks_total", result="duplicate") == 1
+    assert counter(ingest, "mario_episodes_total", level="1-1", outcome="death") == 1
+    # a later seq is new; another process of the same actor id counts its own seqs
+    c.send(chunk(seq=1))
+    c.send(register(instance_id="i1"))
+    c.send(chunk(seq=0, instance_id="i1"))
+    wait_for(lambda: counter(ingest, "mario_learner_chunks_total", result="accepted") == 3)
+    assert counter(ingest, "mario_learner_chunks_total", result="duplicate") == 1
+
+
+def test_credits_outstanding_count_grants_less_spends_and_leave_with_a_silent_actor(ingest):
+    outstanding = lambda: counter(ingest, "mario_learner_credits_outstanding")  # noqa: E731
+    a, b = Client(ingest.port), Client(ingest.port)
+    a.send(register())
+    b.send(register(actor_id=1, instance_id="i1"))
+    a.recv(), b.recv()
+    wait_for(lambda: outstanding() == 4)  # the Welcomes' 2 each
+    a.send(chunk(seq=0))
+    assert isinstance(a.recv(), wire.Credit)
+    ingest.take(1, timeout_s=1)
+    for s in range(2):  # b spends both, and earns them back
+        b.send(chunk(seq=s, actor_id=1, instance_id="i1"))
+    ingest.take(2, timeout_s=2)
+    wait_for(lambda: outstanding() == 4)
+    # b falls silent: its credits leave the count with it; a keeps heartbeating
+    deadline = time.monotonic() + 8
+    while ingest.actors and len(ingest.actors) > 1 and time.monotonic() < deadline:
+        a.send(wire.Heartbeat(sent_time=time.time(), policy_version=0))
+        time.sleep(0.2)
+    wait_for(lambda: outstanding() == 2)

@@ -80,3 +80,46 @@ def test_a_blocked_port_drops_its_packets_both_ways_while_other_ports_flow():
         net.unblock(a)
         assert connect(a, net.gateway, blocked.getsockname()[1]).returncode == 0
         blocked.accept()[0].close()
+
+
+@pytest.mark.skipif(
+    netns.unavailable(nft=True) is not None, reason=f"{netns.unavailable(nft=True)}"
+)
+def test_a_port_blocked_on_the_servers_host_drops_its_clients_packets():
+    with netns.Network() as net:
+        server_host, client = net.add_host("srv"), net.add_host("cli")
+        with netns.inside(server_host):  # this thread's sockets live on the server's host
+            blocked, open_ = (
+                socket.create_server(("0.0.0.0", 0)),
+                socket.create_server(("0.0.0.0", 0)),
+            )
+        with blocked, open_:
+            net.block(server_host, blocked.getsockname()[1])
+            down = connect(client, server_host.address, blocked.getsockname()[1])
+            assert down.returncode != 0 and "TimeoutError" in down.stderr
+            assert connect(client, server_host.address, open_.getsockname()[1]).returncode == 0
+            net.unblock(server_host)
+            assert connect(client, server_host.address, blocked.getsockname()[1]).returncode == 0
+
+
+def test_inside_runs_only_this_thread_in_the_host_and_a_removed_host_is_gone():
+    before = ours()
+    with netns.Network() as net:
+        a = net.add_host("a")
+        sleeper = subprocess.Popen(a.exec(["sleep", "600"]))
+        deadline = time.monotonic() + 30  # `ip netns exec` enters the namespace, then execs
+        while netns.pids(a) != [sleeper.pid]:
+            assert time.monotonic() < deadline, netns.pids(a)
+            time.sleep(0.05)
+        with netns.inside(a):  # the host's loopback: a server only it can reach
+            server = socket.create_server(("127.0.0.1", 0))
+        with server:
+            probe = connect(a, "127.0.0.1", server.getsockname()[1])
+            assert probe.returncode == 0, probe.stderr
+            with pytest.raises(OSError):  # from the machine's own namespace: nothing there
+                socket.create_connection(("127.0.0.1", server.getsockname()[1]), timeout=1)
+        net.remove_host(a)
+        assert sleeper.wait(timeout=10) == -9  # its processes killed with it
+        assert ours() == before
+        b = net.add_host("b")
+        assert b.address != a.address  # a replacement host gets an address of its own
