@@ -115,7 +115,7 @@ COMPARE ?=
 GREEDY ?=
 EVAL_ARGS ?=
 
-.PHONY: eval report soak
+.PHONY: eval report soak hosts
 
 eval: install
 	$(PY) -m scripts.evaluate $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) --levels $(LEVELS) \
@@ -136,6 +136,18 @@ SOAK_ARGS ?=
 
 soak: install
 	$(PY) -m scripts.chaos.soak --minutes $(MINUTES) --run-dir $(SOAK_RUN) $(SOAK_ARGS)
+
+# make hosts MINUTES=20: a learner host, two actor hosts and an eval host, each a network
+# namespace with its own address, started as docs/DEPLOY.md says (CURVE on, Prometheus scraping
+# every host); on a seeded schedule an actor host's link goes down, an actor host dies and is
+# replaced, the learner's link goes down, its broadcast port is blocked, the learner is killed.
+# PASS or FAIL in HOSTS_RUN/hosts.json. Needs root, iproute2, nftables and prometheus.
+# HOSTS_ARGS passes more flags (python -m scripts.chaos.hosts --help).
+HOSTS_RUN ?= runs/hosts
+HOSTS_ARGS ?=
+
+hosts: install
+	$(PY) -m scripts.chaos.hosts --minutes $(MINUTES) --run-dir $(HOSTS_RUN) $(HOSTS_ARGS)
 
 # ---- monitoring (docs/MONITORING.md) ---------------------------------------------------------
 # Prometheus in the foreground (Ctrl-C stops it) on 127.0.0.1:9090: scrapes the learner on :9000

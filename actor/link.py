@@ -10,8 +10,9 @@ which `on_welcome` hands to the actor; only weights of that network are applied.
 the learner grants credits; one chunk costs one credit; with no credit the actor waits in
 `wait_for_credit` instead of queueing, so at most `credits` chunks are ever in flight and none
 pile up while the learner is away. Silence for `timeout_s` (the learner heartbeats every second)
-means the learner is gone: the sockets are rebuilt and the actor registers again, with
-exponential backoff. The learner's heartbeats carry its policy version: when it is ahead and no
+means the learner is gone or out of reach: the sockets are rebuilt and the actor registers again
+(a new session: fresh credits, a fresh TCP connection rather than one stalled in retransmission
+backoff), after a short pause that doubles up to `backoff_max_s`. The learner's heartbeats carry its policy version: when it is ahead and no
 broadcast has arrived for `WEIGHTS_SILENCE_S` (the broadcast path is cut, or a relay is down),
 the actor asks for the newest weights over its DEALER instead, at most once per that interval.
 """
@@ -30,6 +31,7 @@ import torch
 import zmq
 
 from actor.config import ActorConfig
+from actor.sockets import CONNECT_TIMEOUT_MS, watch_subscription
 from common import curve, wire
 from common.model import ModelSpec
 
@@ -72,8 +74,8 @@ class LearnerLink:
         register: wire.Register,
         *,
         heartbeat_interval_s: float = 1.0,
-        timeout_s: float = 10.0,
-        backoff_max_s: float = 10.0,
+        timeout_s: float = 5.0,
+        backoff_max_s: float = 2.0,
         on_weights: Callable[[wire.Weights], None] | None = None,
         on_welcome: Callable[[wire.Welcome], None] | None = None,
         on_event: Callable[[str], None] | None = None,
@@ -112,12 +114,14 @@ class LearnerLink:
         self.dealer = self.ctx.socket(zmq.DEALER)
         self.dealer.setsockopt(zmq.LINGER, 0)
         self.dealer.setsockopt(zmq.ROUTING_ID, f"actor-{uuid.uuid4().hex[:12]}".encode())
+        self.dealer.setsockopt(zmq.CONNECT_TIMEOUT, CONNECT_TIMEOUT_MS)
         self.socket_options(self.dealer)
         self.dealer.connect(self.router_endpoint)
         self.sub = self.ctx.socket(zmq.SUB)
         self.sub.setsockopt(zmq.LINGER, 0)
         self.sub.setsockopt(zmq.RCVHWM, 4)
         self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+        watch_subscription(self.sub)
         self.sub_options(self.sub)
         self.sub.connect(self.pub_endpoint)
         self.poller = zmq.Poller()
@@ -235,6 +239,16 @@ class LearnerLink:
         log.info("registered; learner at policy version %d", welcome.policy_version)
         if self.welcome is not None and welcome.model_spec != self.welcome.model_spec:
             self.policy_version = -1  # a new network: its versions count from its own start
+        elif welcome.policy_version < self.policy_version:
+            # the learner went back (restarted from a checkpoint older than the weights this
+            # actor holds): its weights are the policy now, whatever their number
+            log.warning(
+                "the learner is at policy version %d, behind this actor's %d: it restarted from "
+                "an older checkpoint; taking its weights",
+                welcome.policy_version,
+                self.policy_version,
+            )
+            self.policy_version = -1
         self.welcome = welcome
         self.registered = True
         self._backoff = 0.5

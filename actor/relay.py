@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import zmq
 
+from actor.sockets import watch_subscription
 from common import config as config_io
 from common import curve, wire
 from common.config import LogLevel, Port, is_host_port
@@ -67,6 +68,7 @@ class Relay:
             curve.client_options(cfg.curve_dir)(self.sub)
         self.sub.setsockopt(zmq.RCVHWM, 4)
         self.sub.setsockopt(zmq.SUBSCRIBE, b"")
+        watch_subscription(self.sub)  # a link down and back: broadcasts again within seconds
         self.pub.setsockopt(zmq.SNDHWM, 8)
         self.source = f"tcp://{host}:{int(port) + 1}"
         self.sub.connect(self.source)

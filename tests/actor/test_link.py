@@ -73,3 +73,43 @@ def test_a_learner_that_forgot_the_actor_counts_as_a_reconnect():
     finally:
         link.close()
         router.close(linger=0)
+
+
+def test_weights_from_a_learner_that_went_back_to_an_older_checkpoint_are_taken():
+    """A learner killed after version 9 and resumed from its checkpoint of version 5 welcomes the
+    actor at 5: its weights of versions 6, 7, ... are the policy now, though this actor has
+    applied 9. Ignoring them (as not newer) would keep the dead timeline's policy acting until
+    the learner passed 9 again."""
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = procs.free_port(2)
+    router.bind(f"tcp://127.0.0.1:{port}")
+    applied: list[int] = []
+    link = LearnerLink(f"127.0.0.1:{port}", register_msg(), timeout_s=30,
+                       on_weights=lambda w: applied.append(w.policy_version))  # fmt: skip
+
+    def weights(version: int) -> list[bytes]:
+        spec = {"arch": "small"}
+        return wire.encode(wire.Weights(policy_version=version, tensors={}, model_spec=spec))
+
+    try:
+        got = pump(link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r))
+        identity = next(i for i, m in got if isinstance(m, wire.Register))
+        router.send_multipart([identity, *welcome(policy_version=8)])
+        router.send_multipart([identity, *weights(9)])
+        pump(link, router, lambda r: link.policy_version == 9)
+        refuse = wire.encode(wire.Refuse(reason="unknown actor: register first", fatal=False))
+        router.send_multipart([identity, *refuse])  # the restarted learner does not know it
+        pump(link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r))
+        router.send_multipart([identity, *welcome(policy_version=5)])
+        router.send_multipart([identity, *weights(6)])
+        pump(link, router, lambda r: link.policy_version == 6)
+        assert applied == [9, 6]
+        router.send_multipart([identity, *weights(6)])  # the same version again: applied once
+        router.send_multipart([identity, *weights(7)])
+        pump(link, router, lambda r: link.policy_version == 7)
+        assert applied == [9, 6, 7]
+    finally:
+        link.close()
+        router.close(linger=0)

@@ -1,0 +1,47 @@
+"""The rehearsal's fault schedule: seeded, in time order, pure."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+KINDS = ("partition", "host_death", "learner_link", "broadcast_block", "learner_kill")
+ACTOR_HOSTS = ("actors-a", "actors-b")
+
+
+@dataclass(frozen=True, order=True)
+class Fault:
+    at_s: float  # seconds from the rehearsal's start
+    kind: str  # one of KINDS
+    length_s: float  # how long it lasts: link down, port blocked, host dead before its replacement
+    host: str  # the host it strikes: an actor host, or "learner"
+
+
+def fault_schedule(
+    duration_s: float,
+    seed: int,
+    *,
+    partition_s: float = 30.0,
+    learner_link_s: float = 20.0,
+    block_s: float = 30.0,
+    death_s: float = 30.0,
+    gap_s: float = 45.0,
+    settle_s: float = 30.0,
+) -> list[Fault]:
+    """Rounds of every kind of fault, each round in a seeded order, one after another with
+    `gap_s` of calm between them (a learner kill counts `gap_s` for its restart), the last one
+    over `settle_s` before the end. The actor host struck by a partition or a death is drawn."""
+    rng = random.Random(seed)
+    lengths = {"partition": partition_s, "host_death": death_s, "learner_link": learner_link_s,
+               "broadcast_block": block_s, "learner_kill": 0.0}  # fmt: skip
+    faults: list[Fault] = []
+    t = gap_s
+    while True:
+        order = list(KINDS)
+        rng.shuffle(order)
+        for kind in order:
+            host = rng.choice(ACTOR_HOSTS) if kind in ("partition", "host_death") else "learner"
+            if t + lengths[kind] > duration_s - settle_s:
+                return faults
+            faults.append(Fault(round(t, 2), kind, lengths[kind], host))
+            t += lengths[kind] + gap_s
