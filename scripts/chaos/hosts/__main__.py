@@ -49,6 +49,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--learner-link-s", type=float, default=20.0, help="the learner's link down")
     p.add_argument("--block-s", type=float, default=30.0, help="the broadcast port blocked")
     p.add_argument("--gap-s", type=float, default=45.0, help="calm between faults")
+    p.add_argument(
+        "--death-s",
+        type=float,
+        default=0.0,
+        help="a dead host's time before its replacement (default: actor timeout + 15)",
+    )
     p.add_argument("--actor-timeout-s", type=float, default=15.0, help="the learner's")
     p.add_argument("--checkpoint-interval-s", type=float, default=30.0)
     p.add_argument("--unroll-length", type=int, default=32, help="the learner's T")
@@ -61,6 +67,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                 ("minutes", "partition_s", "learner_link_s", "block_s", "gap_s",
                  "actor_timeout_s", "checkpoint_interval_s", "unroll_length", "num_envs")
                 if getattr(args, k) <= 0]  # fmt: skip
+    if args.death_s and args.death_s <= args.actor_timeout_s + 1:
+        problems.append(
+            "--death-s must exceed --actor-timeout-s + 1 (the learner forgets the "
+            "dead host's actors first)"
+        )
     run_dir = Path(args.run_dir)
     if run_dir.exists() and any(run_dir.iterdir()) and not (run_dir / ".hosts").exists():
         problems.append(f"{run_dir} holds something other than a rehearsal; pass another --run-dir")

@@ -21,6 +21,12 @@ def _shown(value: float | None) -> str:
     return "none" if value is None else ("never" if math.isinf(value) else f"{value:.2f}")
 
 
+def _per_actor(fault: dict[str, Any], key: str) -> list[float]:
+    """The figure of every actor the fault struck; one never measured counts as never."""
+    measured = fault[key]
+    return [measured.get(a, math.inf) for a in fault.get("actors", measured)]
+
+
 def judge(s: dict[str, Any]) -> list[dict[str, Any]]:
     """[{check, value, target, ok}] for the summary's figures."""
     faults = s["faults"]
@@ -28,10 +34,11 @@ def judge(s: dict[str, Any]) -> list[dict[str, Any]]:
     actor_side = [f for k in ("partition", "host_death", "broadcast_block") for f in by_kind[k]]
     cuts = by_kind["partition"] + by_kind["learner_link"]
     held = _most([f["most_chunks_held"] for f in cuts])
-    again = _most([v for f in cuts for v in f["streaming_again_s"].values()])
-    restarted = _most([v for f in by_kind["learner_kill"] for v in f["streaming_again_s"].values()])
+    again = _most([v for f in cuts for v in _per_actor(f, "streaming_again_s")])
+    restarted = _most([v for f in by_kind["learner_kill"]
+                       for v in _per_actor(f, "streaming_again_s")])  # fmt: skip
     fresh = _most([v for f in by_kind["broadcast_block"]
-                   for v in f["within_lag_limit_after_s"].values()])  # fmt: skip
+                   for v in _per_actor(f, "within_lag_limit_after_s")])  # fmt: skip
     forget_bound = s["actor_timeout_s"] + s["heartbeat_interval_s"] + 1.0  # + a scrape's delay
     forgotten = _most([f["forgotten_after_s"] for f in by_kind["host_death"]
                        if f["forgotten_after_s"] is not None])  # fmt: skip

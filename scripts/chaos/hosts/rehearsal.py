@@ -37,7 +37,7 @@ class Rehearsal:
         self.faults = fault_schedule(
             self.duration_s, args.seed, partition_s=args.partition_s,
             learner_link_s=args.learner_link_s, block_s=args.block_s,
-            death_s=args.actor_timeout_s + 15.0, gap_s=args.gap_s,
+            death_s=args.death_s or args.actor_timeout_s + 15.0, gap_s=args.gap_s,
             settle_s=self.settle_s,
         )  # fmt: skip
         self.trackers: list[watch.Tracker] = []
@@ -183,7 +183,7 @@ class Rehearsal:
             self.tick(now, fire=now - self.t0 <= self.duration_s - self.settle_s)
             time.sleep(TICK_S)
         deadline = time.time() + FINISH_S
-        while (now := time.time()) < deadline and any(not t.done(now) for t in self.trackers):
+        while (now := time.time()) < deadline and any(not t.complete(now) for t in self.trackers):
             self.tick(now, fire=False)
             time.sleep(TICK_S)
         self.not_reached = [f"{f.kind} of {f.host}" for f in self.pending]
@@ -205,7 +205,7 @@ class Rehearsal:
         if not busy and self.trackers and self.free_at < self.trackers[-1].t_start:
             self.free_at = now
         due = fire and self.pending and now - self.t0 >= self.pending[0].at_s
-        if due and not busy and now - self.free_at >= self.args.gap_s / 2:
+        if due and not busy and now - self.free_at >= self.args.gap_s / 2 and self.ready(scrapes):
             self.fire(self.pending.pop(0), now, scrapes)
         for name, code in self.cluster.unexpected_exits().items():
             if name == "learner" and (self.learner_killed_at or code == -9):
@@ -213,6 +213,15 @@ class Rehearsal:
             self.crashes.append(f"{name} exited {code}")
             self.log("CRASH", process=name, status=code)
             self.cluster.procs.pop(name)
+
+    def ready(self, scrapes: watch.Scrapes) -> bool:
+        """Every actor streams in its present life (a replacement host's have built their envs
+        and had a chunk received), so the next fault strikes actors that are at work."""
+        for name in self.actors():
+            m = scrapes.get(name, {})
+            if m.get(watch.CREDIT_TS, 0.0) < m.get("process_start_time_seconds", math.inf):
+                return False
+        return True
 
     def sample_memory(self, scrapes: watch.Scrapes, now: float) -> None:
         if now - self.last_memory < MEMORY_EVERY_S:

@@ -28,17 +28,19 @@ def fault_schedule(
     gap_s: float = 45.0,
     settle_s: float = 30.0,
 ) -> list[Fault]:
-    """Rounds of every kind of fault, each round in a seeded order, one after another with
-    `gap_s` of calm between them (a learner kill counts `gap_s` for its restart), the last one
-    over `settle_s` before the end. The actor host struck by a partition or a death is drawn."""
+    """Rounds of every kind of fault, each round in a seeded order but a host's death last (its
+    replacement builds its envs before the next round), one after another with `gap_s` of calm
+    between them, the last one over `settle_s` before the end. The actor host struck by a
+    partition or a death is drawn."""
     rng = random.Random(seed)
     lengths = {"partition": partition_s, "host_death": death_s, "learner_link": learner_link_s,
                "broadcast_block": block_s, "learner_kill": 0.0}  # fmt: skip
     faults: list[Fault] = []
     t = gap_s
     while True:
-        order = list(KINDS)
+        order = [k for k in KINDS if k != "host_death"]
         rng.shuffle(order)
+        order.append("host_death")
         for kind in order:
             host = rng.choice(ACTOR_HOSTS) if kind in ("partition", "host_death") else "learner"
             if t + lengths[kind] > duration_s - settle_s:

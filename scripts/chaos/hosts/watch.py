@@ -84,7 +84,12 @@ class Tracker:
             self.during(now, scrapes.get("learner", {}))
 
     def done(self, now: float) -> bool:
+        """The next fault may strike."""
         return self.t_end is not None
+
+    def complete(self, now: float) -> bool:
+        """Every figure is in."""
+        return self.done(now)
 
     def summary(self) -> dict[str, Any]:
         updates = (
@@ -243,7 +248,11 @@ class Death(Tracker):
                     self.replaced_s[name] = math.inf
 
     def done(self, now: float) -> bool:
-        return self.forgotten_s is not None and set(self.replaced_s) >= set(self.actors)
+        """Forgotten and replaced; its replacement's actors may still be building their envs."""
+        return self.forgotten_s is not None and self.t_end is not None
+
+    def complete(self, now: float) -> bool:
+        return self.done(now) and set(self.replaced_s) >= set(self.actors)
 
     def summary(self) -> dict[str, Any]:
         self.figures |= {
