@@ -325,6 +325,17 @@ def encode(msg: Message) -> list[bytes | memoryview]:
     return frames
 
 
+def with_seq(frames: list[bytes | memoryview], seq: int) -> list[bytes | memoryview]:
+    """An encoded Chunk's frames with another seq: the header re-packed, the array buffers
+    shared. For a sender that replays one chunk (a benchmark): the learner drops a seq it has
+    seen from the same process as a duplicate."""
+    header = msgpack.unpackb(frames[0], raw=False)
+    if header.get("type") != Chunk.TYPE:
+        raise ValueError(f"with_seq() takes an encoded chunk, got {header.get('type')!r}")
+    header["f"]["seq"] = check_int("chunk.seq", seq)
+    return [msgpack.packb(header, use_bin_type=True), *frames[1:]]
+
+
 # ---------------------------------------------------------------------------------------------
 # Decode
 # ---------------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ class ActorInfo:
     owed: int = 0  # credits earned but not yet granted (queue full)
     chunks: int = 0
     outstanding: int = 0  # credits granted and not yet spent on a message that arrived
+    duplicates: int = 0  # chunks that arrived again
 
 
 @dataclass
@@ -361,12 +362,15 @@ class Ingest:
         newest = self._seqs.get(chunk.instance_id, -1)
         if chunk.seq <= newest:  # sent once, arrived again: neither trained on nor counted
             self.metrics.chunks.labels("duplicate").inc()
-            log.warning(
-                "chunk %d of actor %d arrived again (newest seen: %d); dropped",
-                chunk.seq,
-                info.actor_id,
-                newest,
-            )
+            info.duplicates += 1
+            if info.duplicates == 1:  # the rest only counted: a faulty sender cannot flood the log
+                log.warning(
+                    "chunk %d of actor %d arrived again (newest seen: %d); dropped, and any more "
+                    'counted in mario_learner_chunks_total{result="duplicate"}',
+                    chunk.seq,
+                    info.actor_id,
+                    newest,
+                )
             self._give_credit(info)
             return
         self.metrics.ingest_bytes.inc(chunk.payload_bytes)

@@ -98,12 +98,13 @@ def send_chunks(
     sock.send_multipart(wire.encode(wire.Register(
         run_id="default", actor_id=actor_id, instance_id=f"bench{actor_id}", env_spec=env,
         num_envs=num_envs)))  # fmt: skip
-    credits, t0 = 0, time.perf_counter()
+    credits, seq, t0 = 0, 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         while credits == 0 or sock.poll(0):
             msg = wire.decode(sock.recv_multipart())
             if isinstance(msg, wire.Welcome | wire.Credit):
                 credits += msg.credits
-        sock.send_multipart(frames, copy=False)
+        sock.send_multipart(wire.with_seq(frames, seq), copy=False)  # each seq once, as an actor
+        seq += 1
         credits -= 1
     sock.close(linger=0)

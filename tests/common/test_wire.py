@@ -17,11 +17,13 @@ from common.wire import (
     Credit,
     Heartbeat,
     Limits,
+    ProtocolError,
     Refuse,
     Weights,
     WeightsRequest,
     decode,
     encode,
+    with_seq,
 )
 from tests.common.frames import (
     array_slot,
@@ -251,3 +253,15 @@ def test_not_msgpack_and_not_buffers():
     rejects(None, "non-empty sequence")
     strided = memoryview(bytes(64))[::2]
     rejects([strided], "not a contiguous buffer")
+
+
+def test_with_seq_changes_only_an_encoded_chunks_seq_and_shares_its_arrays():
+    msg = make_chunk(T=4, K=2, H=84, W=84, A=7, seq=0)
+    frames = encode(msg)
+    again = with_seq(frames, 41)
+    assert decode(again) == dataclasses.replace(msg, seq=41)
+    assert all(a is b for a, b in zip(again[1:], frames[1:], strict=True))
+    with pytest.raises(ProtocolError):
+        with_seq(frames, -1)
+    with pytest.raises(ValueError, match="encoded chunk"):
+        with_seq(encode(WeightsRequest(have_version=1)), 1)

@@ -254,7 +254,7 @@ class Rehearsal:
         for t in self.trackers:
             if t.kind != "partition" or t.t_end is None:
                 continue
-            address = self.cluster_address_at(t)
+            address = t.figures["address"]
             rng = f"{max(1, int(t.t_end - t.t_start) - 1)}s"
             seen = _query(url, f'min_over_time(up{{instance=~"{address}:.*"}}[{rng}])', t.t_end)
             partitions.append({"host": t.host, "at_s": round(t.t_start - self.t0, 1),
@@ -267,9 +267,6 @@ class Rehearsal:
             }
         )
         return {"targets_ever_up": ever, "partitions_seen": partitions, "alerts_fired": fired}
-
-    def cluster_address_at(self, t: watch.Tracker) -> str:
-        return t.figures.get("address", "")
 
     def summary(self, prometheus: dict[str, Any], exits: list[str]) -> dict[str, Any]:
         return {
