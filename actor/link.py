@@ -12,9 +12,12 @@ the learner grants credits; one chunk costs one credit; with no credit the actor
 pile up while the learner is away. Silence for `timeout_s` (the learner heartbeats every second)
 means the learner is gone or out of reach: the sockets are rebuilt and the actor registers again
 (a new session: fresh credits, a fresh TCP connection rather than one stalled in retransmission
-backoff), after a short pause that doubles up to `backoff_max_s`. The learner's heartbeats carry its policy version: when it is ahead and no
-broadcast has arrived for `WEIGHTS_SILENCE_S` (the broadcast path is cut, or a relay is down),
-the actor asks for the newest weights over its DEALER instead, at most once per that interval.
+backoff), after a short pause that doubles up to `backoff_max_s`. The learner's heartbeats carry
+its policy version: when it is ahead and no broadcast has arrived for `WEIGHTS_SILENCE_S` (the
+broadcast path is cut, or a relay is down), the actor asks for the newest weights over its
+DEALER instead, at most once per that interval. A Welcome behind the actor's version (the learner
+resumed from an older checkpoint) makes the learner's next weights the policy, whatever their
+number.
 """
 
 from __future__ import annotations
