@@ -25,6 +25,7 @@ from pathlib import Path
 from scripts.chaos import netns
 from scripts.chaos.hosts.judge import judge
 from scripts.chaos.hosts.rehearsal import Rehearsal
+from scripts.chaos.soak.judge import print_checks, verdict
 
 
 def unavailable() -> str | None:
@@ -92,16 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     (run_dir / ".hosts").touch()
     summary = Rehearsal(args).run()
     summary["checks"] = judge(summary)
-    failed = [c["check"] for c in summary["checks"] if c["ok"] is False]
-    summary["verdict"] = "PASS" if not failed else "FAIL: " + "; ".join(failed)
+    summary["verdict"], passed = verdict(summary["checks"])
     (run_dir / "hosts.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     kinds = ", ".join(f"{f['kind']} of {f['host']}" for f in summary["faults"])
     print(f"\n==== hosts rehearsal, {args.minutes:g} min, seed {args.seed}: {kinds}")
-    for c in summary["checks"]:
-        mark = {True: "ok  ", False: "FAIL", None: "info"}[c["ok"]]
-        print(f"  {mark} {c['check']}: {c['value']} (target {c['target']})")
+    print_checks(summary["checks"])
     print(summary["verdict"], f"(all figures in {run_dir / 'hosts.json'})")
-    return 0 if not failed else 1
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

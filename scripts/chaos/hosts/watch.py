@@ -46,6 +46,24 @@ class Scraper:
         self.thread.join(5)
 
 
+def streaming_again(
+    into: dict[str, float],
+    name: str,
+    m: dict[str, float],
+    since: float,
+    now: float,
+    timeout_s: float,
+) -> None:
+    """Book once into `into[name]` how long after `since` the learner granted actor `name` (its
+    scrape `m`) a credit, i.e. received one of its chunks; inf once `timeout_s` passed without."""
+    if name in into:
+        return
+    if m.get(CREDIT_TS, 0.0) >= since:
+        into[name] = m[CREDIT_TS] - since
+    elif now - since > timeout_s:
+        into[name] = math.inf
+
+
 def chunks_received(m: dict[str, float]) -> float:
     """Every chunk the learner has received in this life: accepted, stale, rejected, duplicate."""
     return sum(v for k, v in m.items() if k.startswith("mario_learner_chunks_total{"))
@@ -131,11 +149,8 @@ class Cut(Tracker):
                 made_unsent = (m[STEPS] - steps0 - sent * self.chunk_steps) / self.chunk_steps
                 self.held[name] = max(self.held.get(name, 0.0), made_unsent)
                 self.sent[name] = sent
-            elif name not in self.resume_s:
-                if m.get(CREDIT_TS, 0.0) >= self.t_end:
-                    self.resume_s[name] = m[CREDIT_TS] - self.t_end
-                elif now - self.t_end > RESUME_TIMEOUT_S:
-                    self.resume_s[name] = math.inf
+            else:
+                streaming_again(self.resume_s, name, m, self.t_end, now, RESUME_TIMEOUT_S)
 
     def done(self, now: float) -> bool:
         return self.t_end is not None and set(self.resume_s) >= set(self.base)
@@ -239,13 +254,8 @@ class Death(Tracker):
                 self.forgotten_s = math.inf
         if self.t_end is not None:
             for name in self.actors:
-                m = scrapes.get(name, {})
-                if name in self.replaced_s:
-                    continue
-                if m.get(CREDIT_TS, 0.0) >= self.t_end:
-                    self.replaced_s[name] = m[CREDIT_TS] - self.t_end
-                elif now - self.t_end > 4 * RESUME_TIMEOUT_S:  # env builds, on a busy machine
-                    self.replaced_s[name] = math.inf
+                m = scrapes.get(name, {})  # its env builds first, on a busy machine: 4x as long
+                streaming_again(self.replaced_s, name, m, self.t_end, now, 4 * RESUME_TIMEOUT_S)
 
     def done(self, now: float) -> bool:
         """Forgotten and replaced; its replacement's actors may still be building their envs."""
@@ -285,13 +295,8 @@ class Restart(Tracker):
         if self.t_ready is None:
             return
         for name in self.actors:
-            m = scrapes.get(name, {})
-            if name in self.resume_s:
-                continue
-            if m.get(CREDIT_TS, 0.0) >= self.t_ready:
-                self.resume_s[name] = m[CREDIT_TS] - self.t_ready
-            elif now - self.t_ready > RESUME_TIMEOUT_S:
-                self.resume_s[name] = math.inf
+            streaming_again(self.resume_s, name, scrapes.get(name, {}), self.t_ready, now,
+                            RESUME_TIMEOUT_S)  # fmt: skip
 
     def done(self, now: float) -> bool:
         return self.t_ready is not None and set(self.resume_s) >= set(self.actors)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from common.rundir import RunDir
-from scripts.chaos.soak.judge import judge
+from scripts.chaos.soak.judge import judge, print_checks, verdict
 from scripts.chaos.soak.loop import Soak
 
 
@@ -68,15 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     (run_dir / ".soak").touch()
     summary = Soak(args).run()
     summary["checks"] = judge(summary)
-    failed = [c["check"] for c in summary["checks"] if c["ok"] is False]
-    summary["verdict"] = "PASS" if not failed else "FAIL: " + "; ".join(failed)
+    summary["verdict"], passed = verdict(summary["checks"])
     (run_dir / "soak.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     print(f"\n==== soak summary, {args.minutes:g} min, seed {args.seed}: {summary['faults']}")
-    for c in summary["checks"]:
-        mark = {True: "ok  ", False: "FAIL", None: "info"}[c["ok"]]
-        print(f"  {mark} {c['check']}: {c['value']} (target {c['target']})")
+    print_checks(summary["checks"])
     print(summary["verdict"], f"(all figures in {run_dir / 'soak.json'})")
-    return 0 if not failed else 1
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

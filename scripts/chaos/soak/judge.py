@@ -106,3 +106,15 @@ def judge(s: dict[str, Any]) -> list[dict[str, Any]]:
         ),
     }
     return [{"check": name, **check._asdict()} for name, check in checks.items()]
+
+
+def verdict(checks: list[dict[str, Any]]) -> tuple[str, bool]:
+    """("PASS" or "FAIL: <the failed checks>", passed) for judged checks."""
+    failed = [c["check"] for c in checks if c["ok"] is False]
+    return ("PASS" if not failed else "FAIL: " + "; ".join(failed)), not failed
+
+
+def print_checks(checks: list[dict[str, Any]]) -> None:
+    for c in checks:
+        mark = {True: "ok  ", False: "FAIL", None: "info"}[c["ok"]]
+        print(f"  {mark} {c['check']}: {c['value']} (target {c['target']})")
