@@ -21,6 +21,7 @@ import torch
 
 from common.model import ModelSpec
 from common.rundir import RunDir, atomic_write, temp_files
+from learner.popart import PopArt
 from learner.update import Learner
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ def learner_state(learner: Learner, totals: Totals, config: dict[str, Any]) -> d
         "env_frames": totals.env_frames,
         "agent_steps": totals.agent_steps,
         "model_spec": learner.model.spec.to_wire(),
-        **({"popart": learner.popart.state_dict()} if learner.popart else {}),
+        **({_norm_key(learner): learner.value_norm.state_dict()} if learner.value_norm else {}),
         "config": config,
         "saved_at": time.time(),
     }
@@ -143,11 +144,28 @@ def _spec_difference(saved: ModelSpec, asked: ModelSpec) -> str:
     return "; ".join(out)
 
 
+# A checkpoint's value normalisation, by the key its state is saved under (none: no key).
+_NORM_NAMES = {
+    "popart": "PopArt",
+    "return_norm": "return normalisation",
+    None: "no value normalisation",
+}
+_NORM_FLAGS = {
+    "popart": "--popart",
+    "return_norm": "--no-popart --return-norm",
+    None: "--no-popart (and no --return-norm)",
+}
+
+
+def _norm_key(learner: Learner) -> str:
+    return "popart" if isinstance(learner.value_norm, PopArt) else "return_norm"
+
+
 def resume(run: RunDir, learner: Learner, device: torch.device) -> Totals:
     """Load the run's newest checkpoint into `learner`; the run's totals (zero without one).
 
-    SystemExit, naming the flags to change, for a checkpoint of another network or of a learner
-    with PopArt on where it is off, or off where it is on."""
+    SystemExit, naming the flags to change, for a checkpoint of another network or of another
+    value normalisation (PopArt, return normalisation or none)."""
     path = latest_path(run)
     if path is None:
         log.info("no checkpoint in %s: starting fresh", run.root)
@@ -160,20 +178,18 @@ def resume(run: RunDir, learner: Learner, device: torch.device) -> Totals:
             f"{_spec_difference(saved, spec)}; resume it with the checkpoint's flags or use "
             "another --run-dir"
         )
-    if learner.popart is not None and "popart" not in state:
+    saved_norm = next((k for k in _NORM_FLAGS if k in state), None)
+    norm = _norm_key(learner) if learner.value_norm is not None else None
+    if saved_norm != norm:
         raise SystemExit(
-            f"learner: checkpoint {path} was trained without PopArt, whose value head "
-            "predicts values in reward units; resume it with --no-popart or use another --run-dir"
-        )
-    if learner.popart is None and "popart" in state:
-        raise SystemExit(
-            f"learner: checkpoint {path} was trained with PopArt (its value head predicts "
-            "normalised values); resume it with --popart or use another --run-dir"
+            f"learner: checkpoint {path} was trained with {_NORM_NAMES[saved_norm]}, this config "
+            f"asks for {_NORM_NAMES[norm]} (its value head predicts values in other units); "
+            f"resume it with {_NORM_FLAGS[saved_norm]} or use another --run-dir"
         )
     learner.model.load_state_dict(state["model"])
     learner.optimizer.load_state_dict(state["optimizer"])
-    if learner.popart is not None:
-        learner.popart.load_state_dict(state["popart"])
+    if learner.value_norm is not None:
+        learner.value_norm.load_state_dict(state[norm])
     learner.updates = int(state["policy_version"])
     learner.sgd_steps = int(state.get("sgd_steps", learner.updates))
     log.info("resumed from %s at policy version %d", path.name, learner.updates)

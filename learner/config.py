@@ -78,6 +78,7 @@ class LearnerConfig:
     normalize_advantages: bool = _f(True, "advantages to zero mean, unit std per minibatch")
     popart: bool = _f(True, "normalise value targets with PopArt")
     popart_beta: Annotated[float, Gt(0), Le(1)] = _f(3e-3, "step size of PopArt's target moments")
+    return_norm: bool = _f(False, "normalise value targets by all-history moments (--no-popart)")
     replay_capacity: Count = _f(2048, "prioritized replay size in sequences (0 = off)")
     replay_fraction: Annotated[float, Ge(0), Lt(1)] = _f(0.0, "share of each batch from replay")
     replay_alpha: NonNegative = _f(0.6, "priority exponent alpha: P(i) ~ p_i^alpha")
@@ -154,6 +155,11 @@ class LearnerConfig:
             out.append(
                 f"epochs = {self.epochs} reuses each batch without a trust region: set --ppo-clip "
                 "(e.g. 0.1) or --epochs 1"
+            )
+        if self.popart and self.return_norm:
+            out.append(
+                "popart and return_norm both normalise the value targets: pick one "
+                "(--no-popart --return-norm, or leave out --return-norm)"
             )
         if self.actor_timeout_s <= 2 * self.heartbeat_interval_s:
             out.append("actor_timeout_s must exceed 2 x heartbeat_interval_s")

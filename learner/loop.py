@@ -32,9 +32,10 @@ from learner.levels import LevelStats
 from learner.mixing import ReplayMixer
 from learner.popart import PopArt
 from learner.publisher import Publisher
+from learner.return_norm import ReturnNorm
 from learner.telemetry import Telemetry
 from learner.tensorboard import ScalarLog
-from learner.update import Hyper, Learner
+from learner.update import Hyper, Learner, ValueNorm
 
 log = logging.getLogger("learner")
 
@@ -54,11 +55,15 @@ def build_training(cfg: LearnerConfig, device: torch.device) -> tuple[Learner, R
     """The model, optimizer and replay mixer that `cfg` describes, on `device`, untrained."""
     model = ActorCritic(cfg.model_spec()).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
-    popart = PopArt(model.value, cfg.popart_beta, device=device) if cfg.popart else None
+    value_norm: ValueNorm | None = None
+    if cfg.popart:
+        value_norm = PopArt(model.value, cfg.popart_beta, device=device)
+    elif cfg.return_norm:
+        value_norm = ReturnNorm(device=device)
     mixer = None
     if cfg.replay_capacity and cfg.replay_fraction > 0:
         mixer = ReplayMixer.create(cfg, device)
-    return Learner(model, optimizer, Hyper.from_config(cfg), popart, seed=cfg.seed), mixer
+    return Learner(model, optimizer, Hyper.from_config(cfg), value_norm, seed=cfg.seed), mixer
 
 
 class TrainLoop:

@@ -90,6 +90,10 @@ class PopArt:
     def denormalize(self, normalized: Tensor) -> Tensor:
         return denormalize(normalized, self.stats, self.min_sigma)
 
+    def scale(self) -> float:
+        """sigma: reward units per unit of the head's output."""
+        return float(self.stats.sigma(self.min_sigma))
+
     def normalize(self, values: Tensor) -> Tensor:
         return normalize(values, self.stats, self.min_sigma)
 

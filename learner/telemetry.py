@@ -124,8 +124,8 @@ class Telemetry:
         m, eps = self.metrics, list(self.ingest.episodes)
         loss = {k: float(getattr(stats, k)) for k in ("total_loss", "pg_loss", "baseline_loss")}
         entropy, grad_norm = float(stats.entropy), float(stats.grad_norm)
-        popart, clip_fraction = self.learner.popart, float(stats.clip_fraction)
-        value_scale = float(popart.stats.sigma(popart.min_sigma)) if popart else 1.0
+        norm, clip_fraction = self.learner.value_norm, float(stats.clip_fraction)
+        value_scale = norm.scale() if norm is not None else 1.0
         sps = self.rate.rate()
         m.loss.labels("total").set(loss["total_loss"])
         m.loss.labels("policy").set(loss["pg_loss"])

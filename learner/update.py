@@ -33,6 +33,11 @@ from learner.batching import Batch, select
 from learner.config import LearnerConfig
 from learner.losses import clipped_surrogate, normalize_advantages
 from learner.popart import PopArt
+from learner.return_norm import ReturnNorm
+
+# How value targets are normalised: PopArt (the head rescaled to keep its outputs), all-history
+# return moments (Sample Factory's), or not at all (None).
+ValueNorm = PopArt | ReturnNorm
 
 
 class Hyper(NamedTuple):
@@ -139,7 +144,9 @@ def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
 
 class Forward(NamedTuple):
     logits: torch.Tensor  # [T+1, N, A] target policy, with gradient, float32
-    values: torch.Tensor  # [T+1, N] V(x) in reward units; with gradient unless PopArt is on
+    values: (
+        torch.Tensor
+    )  # [T+1, N] V(x) in reward units; with gradient unless values are normalised
     features: torch.Tensor  # [T*N, F] the heads' input at the first T stacks, with gradient
     final_values: torch.Tensor  # [N] detached
     vtrace: vtrace.VTraceFromLogitsReturns  # targets [T, N], detached
@@ -147,7 +154,7 @@ class Forward(NamedTuple):
 
 
 def forward_and_targets(
-    model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt | None = None
+    model: ActorCritic, batch: Batch, hyper: Hyper, value_norm: ValueNorm | None = None
 ) -> Forward:
     T, N = batch.unroll_length, batch.num_sequences
     # ---- forward: all T+1 stacks of every sequence, plus each sequence's final stack ----------
@@ -159,11 +166,11 @@ def forward_and_targets(
     with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
         h = heads_input(model, batch, model.features(obs, last))  # [(T+1)*N + N, F']
         logits = model.policy(h[: (T + 1) * N]).view(T + 1, N, -1).float()  # [T+1, N, A]
-        if popart is None:
+        if value_norm is None:
             raw = model.value(h).squeeze(-1).float()  # [(T+1)*N + N]
         else:  # the head predicts sigma-normalised values; targets are built in reward units
             with torch.no_grad():
-                raw = popart.denormalize(model.value(h).squeeze(-1).float())
+                raw = value_norm.denormalize(model.value(h).squeeze(-1).float())
     h = h.float()
     values = raw[: (T + 1) * N].view(T + 1, N)  # [T+1, N]
     final_values = raw[(T + 1) * N :].detach()  # [N]
@@ -211,11 +218,12 @@ class Losses(NamedTuple):
 
 
 def loss_and_stats(
-    model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt | None = None
+    model: ActorCritic, batch: Batch, hyper: Hyper, value_norm: ValueNorm | None = None
 ) -> Losses:
-    """The three losses of one (mini)batch; with PopArt, also moves its statistics."""
+    """The three losses of one (mini)batch; with a value normalisation, also moves its
+    statistics."""
     T, N = batch.unroll_length, batch.num_sequences
-    fwd = forward_and_targets(model, batch, hyper, popart)
+    fwd = forward_and_targets(model, batch, hyper, value_norm)
     vt = fwd.vtrace
     w = batch.weights[None, :]  # [1, N] replay importance weights
     # ---- policy: IMPALA's rho-weighted gradient, or APPO's clipped surrogate on pi/mu --------
@@ -232,13 +240,14 @@ def loss_and_stats(
         if hyper.normalize_advantages:
             adv = normalize_advantages(adv)
         pg_loss = -(vt.target_action_log_probs * adv * w).mean()
-    # ---- value: regress V(x_s) on v_s, in PopArt's normalised units when it is on -----------
-    if popart is None:
+    # ---- value: regress V(x_s) on v_s, in normalised units when a value norm is on ----------
+    if value_norm is None:
         baseline_loss = 0.5 * ((vt.vs - fwd.values[:T]) ** 2 * w).mean()
     else:
-        popart.update(vt.vs)  # rescales the value layer so that V(x) is unchanged
+        # PopArt rescales the value layer here so that V(x) is unchanged; ReturnNorm does not
+        value_norm.update(vt.vs)
         predicted = model.value(fwd.features).squeeze(-1).view(T, N)  # [T, N] normalised
-        baseline_loss = 0.5 * ((popart.normalize(vt.vs) - predicted) ** 2 * w).mean()
+        baseline_loss = 0.5 * ((value_norm.normalize(vt.vs) - predicted) ** 2 * w).mean()
     log_probs = F.log_softmax(fwd.logits[:T], dim=-1)  # [T, N, A]
     entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
     total = pg_loss + hyper.baseline_cost * baseline_loss - hyper.entropy_cost * entropy
@@ -269,7 +278,7 @@ class Learner:
         model: ActorCritic,
         optimizer: torch.optim.Optimizer,
         hyper: Hyper,
-        popart: PopArt | None = None,
+        value_norm: ValueNorm | None = None,
         seed: int = 0,
     ):
         if hyper.epochs < 1 or hyper.minibatches < 1:
@@ -279,7 +288,7 @@ class Learner:
         self.model = model
         self.optimizer = optimizer
         self.hyper = hyper
-        self.popart = popart
+        self.value_norm = value_norm
         self.updates = 0
         self.sgd_steps = 0
         self._generator = torch.Generator().manual_seed(seed)  # minibatch splits, on the host
@@ -311,7 +320,7 @@ class Learner:
             )
             for index in parts:
                 sub = batch if index is None else select(batch, index)
-                losses = loss_and_stats(self.model, sub, self.hyper, self.popart)
+                losses = loss_and_stats(self.model, sub, self.hyper, self.value_norm)
                 self.optimizer.zero_grad(set_to_none=True)
                 losses.total.backward()
                 grad_norm = nn.utils.clip_grad_norm_(

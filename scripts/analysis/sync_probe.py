@@ -7,8 +7,10 @@ through the wire format and the learner's host conversion and batching, exactly 
 learner's `Learner.step` trains on each batch of `--max-batch-chunks` (or `--batch-chunks`)
 chunks, then the acting model takes the new weights. So the policy lag is zero and the only clock
 is env frames: the curve says what an algorithm setting learns per frame, apart from throughput
-and lag. Each finished episode is one JSON line (env frames, max x, flag, outcome); a table of
-mean max x per `--window-frames` window is printed at the end.
+and lag. Each finished episode is one JSON line (env frames, max x, flag, outcome); each update
+one line of OUT's `.updates.jsonl` sibling (grad norm before clipping, losses, entropy, clip
+fraction), to see what a setting changes in the update; a table of mean max x per
+`--window-frames` window is printed at the end.
 
 Learner flags (after `--`) are those of `python -m learner` (defaults included), so a setting that
 wins here is one flag away from `make train`. One torch thread, so two probes can run side by side
@@ -62,7 +64,7 @@ def probe(
     pending = []
     done = 0
     start = time.perf_counter()
-    with open(out, "w") as log:
+    with open(out, "w") as log, open(updates_path(out), "w") as ulog:
         while done < frames:
             infer_and_act(acting, lane, rng, learner.updates)
             done += lane.step() * spec.frame_skip
@@ -77,11 +79,25 @@ def probe(
                 if len(pending) == cfg.batch_size().max_chunks:  # no queue here: a full batch
                     batch = collate(pending, device)
                     learner.observe_fresh(batch)
-                    learner.step(batch)
+                    stats = learner.step(batch)
+                    ulog.write(json.dumps(update_row(learner.updates, done, stats)) + "\n")
                     acting.load_state_dict(learner.model.state_dict())
                     pending = []
             log.flush()
     return episodes
+
+
+def updates_path(out: Path) -> Path:
+    """runs/probe-a.jsonl -> runs/probe-a.updates.jsonl"""
+    return out.with_suffix(".updates.jsonl")
+
+
+def update_row(updates: int, env_frames: int, stats) -> dict:
+    """One update's statistics (learner.update.UpdateStats) as a JSON-ready row."""
+    names = ("total_loss", "pg_loss", "baseline_loss", "entropy", "grad_norm", "clip_fraction")
+    return {"update": updates, "env_frames": env_frames} | {
+        n: round(float(getattr(stats, n)), 6) for n in names
+    }
 
 
 def windows(episodes: list[dict], window_frames: int) -> list[tuple[int, int, float, float]]:

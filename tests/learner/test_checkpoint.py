@@ -73,13 +73,13 @@ def test_resume_restores_the_learner_and_the_runs_totals(tmp_path):
     run, cfg = RunDir(tmp_path), LearnerConfig()
     trained = learner_of(cfg, 12)
     torch.nn.init.normal_(trained.model.policy.weight)
-    trained.popart.update(torch.randn(4, 3) * 50)  # statistics far from their start
+    trained.value_norm.update(torch.randn(4, 3) * 50)  # statistics far from their start
     saved(run, trained, Totals(env_frames=4096, agent_steps=1024))
     fresh = learner_of(cfg)
     assert checkpoint.resume(run, fresh, CPU) == Totals(env_frames=4096, agent_steps=1024)
     assert (fresh.updates, fresh.sgd_steps) == (12, 96)
     torch.testing.assert_close(fresh.model.state_dict(), trained.model.state_dict())
-    assert fresh.popart.state_dict() == trained.popart.state_dict()
+    assert fresh.value_norm.state_dict() == trained.value_norm.state_dict()
     assert checkpoint.resume(RunDir(tmp_path / "new"), learner_of(cfg), CPU) == Totals()
 
 
@@ -97,11 +97,33 @@ def test_resume_refuses_another_network_naming_the_flag_and_leaves_the_learner_a
         checkpoint.resume(RunDir(tmp_path / "lstm"), learner, CPU)
 
 
-def test_resume_refuses_a_popart_setting_other_than_the_checkpoints(tmp_path):
+def test_resume_refuses_a_value_normalisation_other_than_the_checkpoints(tmp_path):
     run = RunDir(tmp_path)
     saved(run, learner_of(LearnerConfig(popart=False), 5))
-    with pytest.raises(SystemExit, match=r"without PopArt.*--no-popart"):
+    with pytest.raises(SystemExit, match=r"with no value normalisation.*asks for PopArt"):
         checkpoint.resume(run, learner_of(LearnerConfig()), CPU)
     saved(run, learner_of(LearnerConfig(), 6))
     with pytest.raises(SystemExit, match=r"with PopArt.*resume it with --popart"):
         checkpoint.resume(run, learner_of(LearnerConfig(popart=False)), CPU)
+    with pytest.raises(SystemExit, match=r"asks for return normalisation.*with --popart"):
+        checkpoint.resume(run, learner_of(LearnerConfig(popart=False, return_norm=True)), CPU)
+    saved(run, learner_of(LearnerConfig(popart=False, return_norm=True), 7))
+    with pytest.raises(SystemExit, match=r"resume it with --no-popart --return-norm"):
+        checkpoint.resume(run, learner_of(LearnerConfig()), CPU)
+
+
+def test_return_norm_moments_survive_a_resume(tmp_path):
+    run = RunDir(tmp_path)
+    cfg = LearnerConfig(popart=False, return_norm=True)
+    trained = learner_of(cfg, 5)
+    trained.value_norm.update(torch.randn(4, 3) * 50 + 7)
+    saved(run, trained)
+    fresh = learner_of(cfg)
+    checkpoint.resume(run, fresh, CPU)
+    assert fresh.value_norm.state_dict() == trained.value_norm.state_dict()
+
+
+def test_popart_and_return_norm_together_are_refused_with_the_flags_to_change():
+    problems = LearnerConfig(return_norm=True).problems()
+    assert any("--no-popart --return-norm" in p for p in problems)
+    assert LearnerConfig(popart=False, return_norm=True).problems() == []

@@ -256,6 +256,25 @@ def test_popart_step_learns_a_fixed_batch_in_normalised_units(model):
     assert float(err) < 0.5 * float(fwd.vtrace.vs.abs().mean())  # denormalised values track
 
 
+def test_return_norm_step_learns_a_fixed_batch_in_normalised_units_unscaled_head(model):
+    from learner.return_norm import ReturnNorm
+
+    batch = on_policy(model, make_batch(4, 2, seed=3))
+    batch = replaced(batch, rewards=batch.rewards * 100)  # targets far from the head's scale
+    norm = ReturnNorm()
+    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-3), HYPER, norm)
+    weight = model.value.weight.detach().clone()
+    norm.update(torch.zeros(1))  # the head is not rescaled by an update of the moments
+    assert torch.equal(model.value.weight, weight)
+    for _ in range(40):
+        stats = learner.step(batch)
+    assert norm.scale() > 5  # the moments found the targets' scale
+    assert float(stats.baseline_loss) < 0.5  # in units of sigma, not of the raw targets
+    fwd = forward_and_targets(model, batch, HYPER, norm)
+    err = (fwd.vtrace.vs - fwd.values[:4]).abs().mean()
+    assert float(err) < 0.5 * float(fwd.vtrace.vs.abs().mean())  # denormalised values track
+
+
 def test_learner_refuses_zero_epochs(model):
     with pytest.raises(ValueError, match="epochs and minibatches"):
         Learner(model, torch.optim.SGD(model.parameters(), lr=0.1), hyper(epochs=0))

@@ -1,0 +1,92 @@
+"""Return normalisation: value targets standardised by the running mean and variance of every
+target seen so far, as Sample Factory's APPO does (`normalize_returns`, after rl_games).
+
+The value head predicts a normalised value n(x); the value is V(x) = sigma clip(n(x)) + mu. Unlike
+PopArt (learner/popart.py) the head is not rescaled when (mu, sigma) move, so V(x) drifts with
+them; the statistics are all-history moments (Chan et al.'s pairwise merge, starting from one
+pseudo-target of mean 0 and variance 1), which move less and less as the count grows. Normalised
+targets are clipped to +-`clip` standard deviations, and so are the head's outputs before they are
+turned back into reward units.
+
+The same interface as PopArt (`normalize`, `denormalize`, `update`, `scale`, state dicts), so the
+update treats the two alike.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+
+class Moments(NamedTuple):
+    mean: Tensor  # [] float64
+    var: Tensor  # [] float64, population variance of all targets seen
+    count: Tensor  # [] float64, targets seen (plus the one pseudo-target)
+
+
+def initial_moments(device: torch.device | str = "cpu") -> Moments:
+    """mu = 0, variance 1, count 1: before any target, values pass through unchanged."""
+    one = torch.ones((), dtype=torch.float64, device=device)
+    return Moments(torch.zeros_like(one), one, one.clone())
+
+
+def merge(moments: Moments, targets: Tensor) -> Moments:
+    """The moments of everything seen so far and `targets` (any shape) together."""
+    t = targets.detach().to(torch.float64).flatten()
+    n = t.numel()
+    if n == 0:
+        return moments
+    batch_mean, batch_var = t.mean(), t.var(unbiased=False)
+    total = moments.count + n
+    delta = batch_mean - moments.mean
+    mean = moments.mean + delta * n / total
+    m2 = moments.var * moments.count + batch_var * n + delta**2 * moments.count * n / total
+    return Moments(mean, m2 / total, total)
+
+
+class ReturnNorm:
+    """The learner's running moments of the value targets."""
+
+    def __init__(self, clip: float = 5.0, eps: float = 1e-5, device: torch.device | str = "cpu"):
+        if clip <= 0:
+            raise ValueError(f"clip must be > 0, got {clip}")
+        self.clip = clip
+        self.eps = eps
+        self.moments = initial_moments(device)
+
+    def _mean_sigma(self) -> tuple[Tensor, Tensor]:
+        m = self.moments
+        return m.mean.float(), (m.var + self.eps).sqrt().float()
+
+    def scale(self) -> float:
+        """sigma: reward units per unit of the head's output."""
+        return float(self._mean_sigma()[1])
+
+    def normalize(self, values: Tensor) -> Tensor:
+        """clip((v - mu) / sigma) to +-clip."""
+        mean, sigma = self._mean_sigma()
+        return ((values - mean) / sigma).clamp(-self.clip, self.clip)
+
+    def denormalize(self, normalized: Tensor) -> Tensor:
+        """sigma clip(n) + mu."""
+        mean, sigma = self._mean_sigma()
+        return normalized.clamp(-self.clip, self.clip) * sigma + mean
+
+    @torch.no_grad()
+    def update(self, targets: Tensor) -> None:
+        """Fold `targets` into the moments; the value head is left as it is."""
+        self.moments = merge(self.moments, targets)
+
+    def state_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in self.moments._asdict().items()}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        device = self.moments.mean.device
+        self.moments = Moments(
+            *(
+                torch.tensor(float(state[k]), dtype=torch.float64, device=device)
+                for k in Moments._fields
+            )
+        )
