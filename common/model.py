@@ -309,6 +309,26 @@ class ActorCritic(nn.Module):
         return self.trunk(x, extra)  # [B, F]
 
 
+def orthogonal_init(model: ActorCritic, policy_gain: float = 0.01) -> None:
+    """Re-initialise `model`'s conv and linear layers as the on-policy studies recommend
+    (Andrychowicz et al. 2021, "What Matters in On-Policy RL", Sec. 3.2): orthogonal weights
+    with gain sqrt(2) (ReLU) in the trunk, 1 for the value head and `policy_gain` (0.01) for the
+    policy head, so the first policy is near-uniform whatever the inputs' scale; every bias 0.
+    The embedding of the previous action stays zero and the recurrent cell keeps torch's own
+    initialisation. The learner calls it before the first update; weights reach actors as any.
+    Plain stacks only: a ResNet's residual sums grow under these gains (ValueError)."""
+    if model.spec.arch == "resnet":
+        raise ValueError("orthogonal_init is for the small and nature networks, not the ResNet")
+    relu = nn.init.calculate_gain("relu")
+    for layer in model.trunk.modules():
+        if isinstance(layer, nn.Conv2d | nn.Linear):
+            nn.init.orthogonal_(layer.weight, gain=relu)
+            nn.init.zeros_(layer.bias)
+    for layer, gain in ((model.policy, policy_gain), (model.value, 1.0)):
+        nn.init.orthogonal_(layer.weight, gain=gain)
+        nn.init.zeros_(layer.bias)
+
+
 class DeviceUnavailable(RuntimeError):
     """--device names a CUDA device, but torch sees none."""
 

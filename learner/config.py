@@ -29,6 +29,7 @@ from learner.batch_size import BatchSize
 
 WeightsDtype = Literal["float32", "float16"]
 Precision = Literal["fp32", "bf16"]
+Init = Literal["torch", "orthogonal"]  # the network's weights before the first update
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class LearnerConfig:
     arch: Arch = _f("small", "network, sent to the actors at registration")
     last_action: bool = _f(True, "the policy also sees its previous action (IMPALA)")
     input_norm: bool = _f(True, "standardise each pixel by running moments (sent with the weights)")
+    init: Init = _f("torch", "weights at the start: torch's defaults | orthogonal (small policy)")
     core: Core = _f("none", "recurrent core between trunk and heads: none | lstm | gru")
     core_size: PositiveInt = _f(256, "units of the recurrent core")
     precision: Precision = _f("fp32", "the network's training precision: fp32 | bf16 (autocast)")
@@ -156,6 +158,8 @@ class LearnerConfig:
                 f"epochs = {self.epochs} reuses each batch without a trust region: set --ppo-clip "
                 "(e.g. 0.1) or --epochs 1"
             )
+        if self.init == "orthogonal" and self.arch == "resnet":
+            out.append("init orthogonal is for the small and nature networks: --init torch here")
         if self.popart and self.return_norm:
             out.append(
                 "popart and return_norm both normalise the value targets: pick one "

@@ -20,7 +20,7 @@ import zmq
 from common import config as config_io
 from common import curve
 from common.metrics import LearnerMetrics
-from common.model import ActorCritic, resolve_device
+from common.model import ActorCritic, orthogonal_init, resolve_device
 from common.rundir import RunDir
 from learner import checkpoint, reuse
 from learner.batch_size import chunks_to_take
@@ -53,7 +53,10 @@ def training_device(name: str) -> torch.device:
 
 def build_training(cfg: LearnerConfig, device: torch.device) -> tuple[Learner, ReplayMixer | None]:
     """The model, optimizer and replay mixer that `cfg` describes, on `device`, untrained."""
-    model = ActorCritic(cfg.model_spec()).to(device)
+    model = ActorCritic(cfg.model_spec())
+    if cfg.init == "orthogonal":
+        orthogonal_init(model)
+    model = model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
     value_norm: ValueNorm | None = None
     if cfg.popart:

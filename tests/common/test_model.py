@@ -10,6 +10,7 @@ from common.model import (
     ModelSpec,
     Moments,
     merge_moments,
+    orthogonal_init,
     resolve_device,
 )
 
@@ -164,3 +165,27 @@ def test_device_auto_is_cuda_when_torch_sees_it_and_cuda_without_it_names_the_fl
     else:
         with pytest.raises(DeviceUnavailable, match=r"--device cuda:0 .*pass --device cpu"):
             resolve_device("cuda:0")
+
+
+@pytest.mark.parametrize("arch", ["small", "nature"])
+def test_orthogonal_init_gives_orthogonal_weights_zero_biases_and_a_near_uniform_policy(arch):
+    torch.manual_seed(0)
+    model = ActorCritic(ModelSpec(arch=arch, num_actions=7))
+    orthogonal_init(model)
+    relu = 2**0.5
+    layers = [m for m in model.trunk.modules() if isinstance(m, torch.nn.Conv2d | torch.nn.Linear)]
+    for layer, gain in [*((m, relu) for m in layers), (model.policy, 0.01), (model.value, 1.0)]:
+        w = layer.weight.flatten(1)  # [out, in]: orthonormal rows (or columns), times the gain
+        small = min(w.shape)
+        gram = w @ w.T if w.shape[0] == small else w.T @ w
+        assert torch.allclose(gram, gain**2 * torch.eye(small), atol=1e-5 * max(1.0, gain**2))
+        assert torch.count_nonzero(layer.bias) == 0
+    assert torch.count_nonzero(model.last_action.weight) == 0
+    # standardised inputs, as input normalisation makes them: a near-uniform first policy
+    probs = model(torch.randn(64, 4, 84, 84)).logits.softmax(-1)
+    assert (probs - 1 / 7).abs().max() < 0.005
+
+
+def test_orthogonal_init_refuses_the_resnet():
+    with pytest.raises(ValueError, match="not the ResNet"):
+        orthogonal_init(ActorCritic(ModelSpec(arch="resnet", num_actions=7)))

@@ -121,9 +121,3 @@ def test_return_norm_moments_survive_a_resume(tmp_path):
     fresh = learner_of(cfg)
     checkpoint.resume(run, fresh, CPU)
     assert fresh.value_norm.state_dict() == trained.value_norm.state_dict()
-
-
-def test_popart_and_return_norm_together_are_refused_with_the_flags_to_change():
-    problems = LearnerConfig(return_norm=True).problems()
-    assert any("--no-popart --return-norm" in p for p in problems)
-    assert LearnerConfig(popart=False, return_norm=True).problems() == []

@@ -45,7 +45,9 @@ def test_a_checkpoint_of_another_network_is_refused_with_the_flag_to_change(tmp_
         SystemExit, match=r"last_action is False there, True here \(--no-last-action\)"
     ):
         loop(tmp_path)
-    with pytest.raises(SystemExit, match=r"with no value normalisation.*resume it with --no-popart"):
+    with pytest.raises(
+        SystemExit, match=r"with no value normalisation.*resume it with --no-popart"
+    ):
         loop(tmp_path, last_action=False, input_norm=False)
     # the refusals gave the run directory back
     resumed = loop(tmp_path, last_action=False, input_norm=False, popart=False)
