@@ -84,6 +84,7 @@ def probe(
                     acting.load_state_dict(learner.model.state_dict())
                     pending = []
             log.flush()
+            ulog.flush()
     return episodes
 
 
