@@ -7,10 +7,17 @@ through the wire format and the learner's host conversion and batching, exactly 
 learner's `Learner.step` trains on each batch of `--max-batch-chunks` (or `--batch-chunks`)
 chunks, then the acting model takes the new weights. So the policy lag is zero and the only clock
 is env frames: the curve says what an algorithm setting learns per frame, apart from throughput
-and lag. Each finished episode is one JSON line (env frames, max x, flag, outcome); each update
-one line of OUT's `.updates.jsonl` sibling (grad norm before clipping, losses, entropy, clip
-fraction), to see what a setting changes in the update; a table of mean max x per
-`--window-frames` window is printed at the end.
+and lag. `--policy-lag N` acts with the weights of N updates ago instead, to measure what a
+running system's lag costs.
+
+Batches are counted in chunks, and a chunk here holds all K envs (one lane): the default 8 chunks
+of 4 envs are 1,024 agent steps an update. `make train`'s actor splits its 4 envs into 2 lanes, so
+its chunks hold 2 envs and its batches of 4 to 8 chunks are 256 to 512 agent steps
+(`--batch-chunks 2` and `4` here).
+
+Each finished episode is one JSON line of OUT (env frames, max x, flag, outcome); each update one
+line of its `.updates.jsonl` sibling (grad norm before clipping, losses, entropy, clip fraction);
+a table of mean max x per `--window-frames` window is printed at the end.
 
 Learner flags (after `--`) are those of `python -m learner` (defaults included), so a setting that
 wins here is one flag away from `make train`. One torch thread, so two probes can run side by side
@@ -20,6 +27,7 @@ on two cores and be compared on the frame axis.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import sys
 import time
@@ -42,7 +50,13 @@ from learner.loop import build_training
 
 
 def probe(
-    cfg: LearnerConfig, level: str, envs: int, frames: int, out: Path, seed: int
+    cfg: LearnerConfig,
+    level: str,
+    envs: int,
+    frames: int,
+    out: Path,
+    seed: int,
+    policy_lag: int = 0,
 ) -> list[dict]:
     torch.manual_seed(seed)
     device = torch.device("cpu")
@@ -50,7 +64,8 @@ def probe(
     if mixer is not None:
         raise SystemExit("sync_probe: replay is not probed here; pass --replay-fraction 0")
     acting = ActorCritic(cfg.model_spec()).eval()
-    acting.load_state_dict(learner.model.state_dict())
+    lagged = Lagged(learner.model.state_dict(), policy_lag)
+    acting.load_state_dict(lagged.state)
     actor_cfg = ActorConfig(level=level, action_set=cfg.action_set)
     spec: EnvSpec = actor_cfg.env_spec()
     lane = Lane(
@@ -66,7 +81,7 @@ def probe(
     start = time.perf_counter()
     with open(out, "w") as log, open(updates_path(out), "w") as ulog:
         while done < frames:
-            infer_and_act(acting, lane, rng, learner.updates)
+            infer_and_act(acting, lane, rng, lagged.version)
             done += lane.step() * spec.frame_skip
             for chunk in lane.take_finished():
                 for e in chunk.episodes:
@@ -81,11 +96,37 @@ def probe(
                     learner.observe_fresh(batch)
                     stats = learner.step(batch)
                     ulog.write(json.dumps(update_row(learner.updates, done, stats)) + "\n")
-                    acting.load_state_dict(learner.model.state_dict())
+                    lagged.push(learner.updates, learner.model.state_dict())
+                    acting.load_state_dict(lagged.state)
                     pending = []
             log.flush()
             ulog.flush()
     return episodes
+
+
+class Lagged:
+    """The learner's weights as a system with a policy lag of `lag` updates acts with them: the
+    newest `lag` + 1 versions are kept, and the oldest is the acting one (lag 0: the newest)."""
+
+    def __init__(self, initial: dict[str, torch.Tensor], lag: int):
+        if lag < 0:
+            raise ValueError(f"lag must be >= 0, got {lag}")
+        self._kept = collections.deque([(0, _copy(initial))], maxlen=lag + 1)
+
+    def push(self, version: int, state: dict[str, torch.Tensor]) -> None:
+        self._kept.append((version, _copy(state)))
+
+    @property
+    def version(self) -> int:
+        return self._kept[0][0]
+
+    @property
+    def state(self) -> dict[str, torch.Tensor]:
+        return self._kept[0][1]
+
+
+def _copy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in state.items()}
 
 
 def updates_path(out: Path) -> Path:
@@ -125,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--envs", type=int, default=4, help="envs in the lane (K)")
     p.add_argument("--level", default="1-1")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--policy-lag",
+        type=int,
+        default=0,
+        help="act with the weights of this many updates ago (a running system's lag)",
+    )
     p.add_argument("--window-frames", type=int, default=50_000)
     p.add_argument("--out", type=Path, required=True, help="episodes, one JSON line each")
     args = p.parse_args(ours)
@@ -132,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         LearnerConfig, learner_argv, prog="sync_probe (learner flags)", description=""
     )
     torch.set_num_threads(1)
-    episodes = probe(cfg, args.level, args.envs, args.frames, args.out, args.seed)
+    if args.policy_lag < 0:
+        raise SystemExit(f"sync_probe: --policy-lag must be >= 0, got {args.policy_lag}")
+    episodes = probe(cfg, args.level, args.envs, args.frames, args.out, args.seed, args.policy_lag)
     print("| env frames | episodes | mean max x | flag rate |\n|---|---|---|---|")
     for end, n, mean, flags in windows(episodes, args.window_frames):
         print(f"| {end:,} | {n} | {mean:,.0f} | {flags:.1%} |")
