@@ -8,6 +8,9 @@ pseudo-target of mean 0 and variance 1), which move less and less as the count g
 targets are clipped to +-`clip` standard deviations, and so are the head's outputs before they are
 turned back into reward units.
 
+The update folds in the targets of each optimizer step, as it moves PopArt's moments, so a
+batch's targets (recomputed with the current values at each pass) count once per pass.
+
 The same interface as PopArt (`normalize`, `denormalize`, `update`, `scale`, state dicts), so the
 update treats the two alike.
 """
