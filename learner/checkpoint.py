@@ -21,7 +21,6 @@ import torch
 
 from common.model import ModelSpec
 from common.rundir import RunDir, atomic_write, temp_files
-from learner.popart import PopArt
 from learner.update import Learner
 
 log = logging.getLogger(__name__)
@@ -120,7 +119,7 @@ def learner_state(learner: Learner, totals: Totals, config: dict[str, Any]) -> d
         "env_frames": totals.env_frames,
         "agent_steps": totals.agent_steps,
         "model_spec": learner.model.spec.to_wire(),
-        **({_norm_key(learner): learner.value_norm.state_dict()} if learner.value_norm else {}),
+        **({learner.value_norm.KEY: learner.value_norm.state_dict()} if learner.value_norm else {}),
         "config": config,
         "saved_at": time.time(),
     }
@@ -157,10 +156,6 @@ _NORM_FLAGS = {
 }
 
 
-def _norm_key(learner: Learner) -> str:
-    return "popart" if isinstance(learner.value_norm, PopArt) else "return_norm"
-
-
 def resume(run: RunDir, learner: Learner, device: torch.device) -> Totals:
     """Load the run's newest checkpoint into `learner`; the run's totals (zero without one).
 
@@ -179,7 +174,7 @@ def resume(run: RunDir, learner: Learner, device: torch.device) -> Totals:
             "another --run-dir"
         )
     saved_norm = next((k for k in _NORM_FLAGS if k in state), None)
-    norm = _norm_key(learner) if learner.value_norm is not None else None
+    norm = learner.value_norm.KEY if learner.value_norm is not None else None
     if saved_norm != norm:
         raise SystemExit(
             f"learner: checkpoint {path} was trained with {_NORM_NAMES[saved_norm]}, this config "

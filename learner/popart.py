@@ -71,6 +71,8 @@ def denormalize(normalized: Tensor, stats: Stats, min_sigma: float) -> Tensor:
 class PopArt:
     """The learner's running statistics and the value layer they rescale."""
 
+    KEY = "popart"  # of its state in a checkpoint
+
     def __init__(
         self,
         layer: nn.Linear,

@@ -17,40 +17,34 @@ update treats the two alike.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import math
 
 import torch
 from torch import Tensor
 
-
-class Moments(NamedTuple):
-    mean: Tensor  # [] float64
-    var: Tensor  # [] float64, population variance of all targets seen
-    count: Tensor  # [] float64, targets seen (plus the one pseudo-target)
+from common.model import Moments, merge_moments
 
 
 def initial_moments(device: torch.device | str = "cpu") -> Moments:
-    """mu = 0, variance 1, count 1: before any target, values pass through unchanged."""
+    """mu = 0, variance 1, count 1 (float64): before any target, values pass through unchanged."""
     one = torch.ones((), dtype=torch.float64, device=device)
-    return Moments(torch.zeros_like(one), one, one.clone())
+    return Moments(one.clone(), torch.zeros_like(one), one)
 
 
 def merge(moments: Moments, targets: Tensor) -> Moments:
-    """The moments of everything seen so far and `targets` (any shape) together."""
+    """The moments of everything seen so far and `targets` (any shape) together: the input
+    normalisation's pairwise merge (common.model.merge_moments), never capped."""
     t = targets.detach().to(torch.float64).flatten()
-    n = t.numel()
-    if n == 0:
+    if t.numel() == 0:
         return moments
-    batch_mean, batch_var = t.mean(), t.var(unbiased=False)
-    total = moments.count + n
-    delta = batch_mean - moments.mean
-    mean = moments.mean + delta * n / total
-    m2 = moments.var * moments.count + batch_var * n + delta**2 * moments.count * n / total
-    return Moments(mean, m2 / total, total)
+    batch = Moments(t.new_tensor(float(t.numel())), t.mean(), t.var(unbiased=False))
+    return merge_moments(moments, batch, max_count=math.inf)
 
 
 class ReturnNorm:
     """The learner's running moments of the value targets."""
+
+    KEY = "return_norm"  # of its state in a checkpoint
 
     def __init__(self, clip: float = 5.0, eps: float = 1e-5, device: torch.device | str = "cpu"):
         if clip <= 0:

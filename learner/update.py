@@ -144,9 +144,7 @@ def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
 
 class Forward(NamedTuple):
     logits: torch.Tensor  # [T+1, N, A] target policy, with gradient, float32
-    values: (
-        torch.Tensor
-    )  # [T+1, N] V(x) in reward units; with gradient unless values are normalised
+    values: torch.Tensor  # [T+1, N] V(x) in reward units; with gradient unless normalised
     features: torch.Tensor  # [T*N, F] the heads' input at the first T stacks, with gradient
     final_values: torch.Tensor  # [N] detached
     vtrace: vtrace.VTraceFromLogitsReturns  # targets [T, N], detached
