@@ -21,6 +21,8 @@ import torch
 
 from common.model import ModelSpec
 from common.rundir import RunDir, atomic_write, temp_files
+from learner.popart import PopArt
+from learner.return_norm import ReturnNorm
 from learner.update import Learner
 
 log = logging.getLogger(__name__)
@@ -143,16 +145,11 @@ def _spec_difference(saved: ModelSpec, asked: ModelSpec) -> str:
     return "; ".join(out)
 
 
-# A checkpoint's value normalisation, by the key its state is saved under (none: no key).
-_NORM_NAMES = {
-    "popart": "PopArt",
-    "return_norm": "return normalisation",
-    None: "no value normalisation",
-}
-_NORM_FLAGS = {
-    "popart": "--popart",
-    "return_norm": "--no-popart --return-norm",
-    None: "--no-popart (and no --return-norm)",
+# A checkpoint's value normalisation, by the key its state is saved under (None: no key):
+# its name and the flags that ask for it.
+_NORMS = {
+    **{norm.KEY: (norm.NAME, norm.FLAGS) for norm in (PopArt, ReturnNorm)},
+    None: ("no value normalisation", "--no-popart (and no --return-norm)"),
 }
 
 
@@ -173,13 +170,13 @@ def resume(run: RunDir, learner: Learner, device: torch.device) -> Totals:
             f"{_spec_difference(saved, spec)}; resume it with the checkpoint's flags or use "
             "another --run-dir"
         )
-    saved_norm = next((k for k in _NORM_FLAGS if k in state), None)
+    saved_norm = next((k for k in _NORMS if k in state), None)
     norm = learner.value_norm.KEY if learner.value_norm is not None else None
     if saved_norm != norm:
         raise SystemExit(
-            f"learner: checkpoint {path} was trained with {_NORM_NAMES[saved_norm]}, this config "
-            f"asks for {_NORM_NAMES[norm]} (its value head predicts values in other units); "
-            f"resume it with {_NORM_FLAGS[saved_norm]} or use another --run-dir"
+            f"learner: checkpoint {path} was trained with {_NORMS[saved_norm][0]}, this config "
+            f"asks for {_NORMS[norm][0]} (its value head predicts values in other units); "
+            f"resume it with {_NORMS[saved_norm][1]} or use another --run-dir"
         )
     learner.model.load_state_dict(state["model"])
     learner.optimizer.load_state_dict(state["optimizer"])

@@ -72,6 +72,8 @@ class PopArt:
     """The learner's running statistics and the value layer they rescale."""
 
     KEY = "popart"  # of its state in a checkpoint
+    NAME = "PopArt"
+    FLAGS = "--popart"  # that ask for it
 
     def __init__(
         self,

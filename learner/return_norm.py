@@ -45,6 +45,8 @@ class ReturnNorm:
     """The learner's running moments of the value targets."""
 
     KEY = "return_norm"  # of its state in a checkpoint
+    NAME = "return normalisation"
+    FLAGS = "--no-popart --return-norm"  # that ask for it
 
     def __init__(self, clip: float = 5.0, eps: float = 1e-5, device: torch.device | str = "cpu"):
         if clip <= 0:
