@@ -6,15 +6,15 @@
 
 Trains Sample Factory 2.1.1 (APPO, asynchronous, CPU learner) on 1-1 with the env that `make
 train`'s actors step (`common.env.FrameEnv`: skip 4 with the max of the last two frames, gray
-84x84, the 100-step no-progress cutoff) and the frame stacking of `common.stacking` (4 frames),
-with the recipe of the project's facts: 2 workers x 2 envs, rollout 128, batch 256, 4 epochs of
+84x84, the 100-step no-progress cutoff), stacked 4 frames deep as the project's network sees
+them (an episode's first frame repeated where `common.stacking` puts zeros), with the recipe of the project's facts: 2 workers x 2 envs, rollout 128, batch 256, 4 epochs of
 PPO-clip 0.1, learning rate 2.5e-4, entropy 0.01, γ 0.9, rewards x 0.1, returns and inputs
 normalised, V-trace off, the Nature-style CNN; every other setting Sample Factory's default (a
 GRU core of 512 among them). Flags after `--` override any of it (e.g. `--use_rnn False`).
 
 Training stops after `--frames` env frames (Sample Factory's count, at 4 frames per agent step),
-or at `--minutes` of wall time (it is interrupted), whichever comes first. Each env appends its finished episodes to RUN/episodes-PID.jsonl with its own frame count; when
-training stops, they are merged into RUN/episodes.jsonl in the project's format (a `start` line,
+or at `--minutes` of wall time (it is interrupted), whichever comes first. Each env appends its
+finished episodes to RUN/episodes-PID.jsonl with its own frame count; when training stops, they are merged into RUN/episodes.jsonl in the project's format (a `start` line,
 then one line per episode with the run's total env frames when it ended: each process's count at
 that moment, summed), so that `scripts.analysis.learning_curve` reads it like a `make train` run.
 
@@ -45,6 +45,7 @@ import numpy as np
 
 from common.env import FrameEnv
 from common.env_spec import EnvSpec
+from common.rundir import RunDir
 from common.stacking import STACK
 
 ENV_NAME = "mario_1_1"
@@ -72,9 +73,9 @@ RECIPE = (
 
 
 class StackedMario(gym.Env):
-    """FrameEnv with the last 4 frames as its observation [4, 84, 84] uint8 (zeros before an
-    episode's first frame are its first frame repeated, as `common.stacking` builds them), and
-    each finished episode logged with this process's env frames."""
+    """FrameEnv with the last 4 frames as its observation [4, 84, 84] uint8 (before an episode
+    has 4 frames, its first frame fills the older planes; `common.stacking` zeroes them), and each
+    finished episode logged with this process's env frames."""
 
     def __init__(self, log_dir: Path, seed: int):
         self.env = FrameEnv(EnvSpec(level="1-1"), seed=seed)
@@ -148,7 +149,7 @@ def make_env(full_env_name, cfg, env_config, render_mode=None):
 
 
 def merge_episodes(run: Path, start: float) -> int:
-    """RUN/episodes-*.jsonl into RUN/episodes.jsonl: each episode with the run's env frames when
+    """RUN/episodes-*.jsonl into the run's episode log (`RunDir.episodes`): each episode with the run's env frames when
     it ended (every process's last logged count at or before then, plus its own). Returns the
     number of episodes."""
     streams = []
@@ -166,7 +167,7 @@ def merge_episodes(run: Path, start: float) -> int:
                     total += other[k - 1]["process_frames"] if k else 0
             episodes.append((r["time"], total, r))
     episodes.sort(key=lambda e: e[0])
-    with open(run / "episodes.jsonl", "w") as out:
+    with open(RunDir(run).episodes, "w") as out:
         out.write(json.dumps({"event": "start", "time": start, "env_frames": 0}) + "\n")
         for t, frames, r in episodes:
             line = {
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.merge_only:
         start = json.loads((args.run / "start.json").read_text())["time"]
-        print(f"{merge_episodes(args.run, start)} episodes in {args.run / 'episodes.jsonl'}")
+        print(f"{merge_episodes(args.run, start)} episodes in {RunDir(args.run).episodes}")
         return 0
     try:
         from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         timer.cancel()
         n = merge_episodes(args.run, start)
-        print(f"{n} episodes in {args.run / 'episodes.jsonl'}")
+        print(f"{n} episodes in {RunDir(args.run).episodes}")
     return int(status) if isinstance(status, int) else 0
 
 
