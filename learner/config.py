@@ -30,6 +30,9 @@ from learner.batch_size import BatchSize
 WeightsDtype = Literal["float32", "float16"]
 Precision = Literal["fp32", "bf16"]
 Init = Literal["torch", "orthogonal"]  # the network's weights before the first update
+# When an update computes its value targets and advantages: at every optimizer step with the
+# current network (IMPALA's V-trace), or once per batch before its passes (Sample Factory's APPO)
+TargetsWhen = Literal["step", "batch"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class LearnerConfig:
     clip_rho_threshold: Positive = _f(1.0, "V-trace rho-bar")
     clip_pg_rho_threshold: Positive = _f(1.0, "V-trace rho-bar of the policy gradient")
     vtrace_lambda: Annotated[float, Gt(0), Le(1)] = _f(1.0, "V-trace's lambda (GAE's on policy)")
+    targets: TargetsWhen = _f("step", "targets and advantages: each optimizer step | once a batch")
     epochs: PositiveInt = _f(4, "passes over each batch (a GPU learner that waits adds more)")
     max_epochs: PositiveInt = _f(8, "passes a GPU learner that waits for data may make")
     minibatches: PositiveInt = _f(2, "optimizer steps per pass, each on a share of the sequences")

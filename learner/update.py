@@ -10,6 +10,12 @@ With a recurrent core, each sequence's core is unrolled from the state the chunk
 (`core_state`, the actor's state at step 0), reset where an episode starts inside it, over all T+1
 stacks; a truncated step's final stack continues from the state after that step.
 
+With `targets` "batch", the V-trace targets v_s and the surrogate's advantages are computed once
+per batch, by the network as it was before the update, and held fixed through its passes (as
+Sample Factory's APPO computes its GAE targets once per batch); "step" recomputes both at every
+optimizer step with the current network. The importance ratios pi/mu are always the current
+network's.
+
 With `precision` "bf16", the network's forward and backward run under bfloat16 autocast (CUDA's
 tensor cores); V-trace, the advantages and the losses are computed in float32.
 
@@ -53,6 +59,7 @@ class Hyper(NamedTuple):
     clip_rho_threshold: float
     clip_pg_rho_threshold: float
     vtrace_lambda: float  # 1 = IMPALA's V-trace; < 1 shortens the traces (GAE(lambda) on policy)
+    targets: str  # "step": targets recomputed every optimizer step; "batch": once per update
     epochs: int  # passes over each batch
     minibatches: int  # optimizer steps per pass, each on a disjoint set of whole sequences
     ppo_clip: float  # > 0: PPO's clipped surrogate on pi/mu (APPO); 0: IMPALA's gradient
@@ -206,6 +213,28 @@ def forward_and_targets(
     return Forward(logits, values, h[: T * N], final_values, vt, advantages)
 
 
+class Targets(NamedTuple):
+    """Value targets and advantages held fixed through an update's passes (`targets` "batch")."""
+
+    vs: torch.Tensor  # [T, N] V-trace targets, reward units, detached
+    advantages: torch.Tensor  # [T, N] r_s + gamma_s v_{s+1} - V(x_s), detached (no rho)
+
+    def select(self, index: torch.Tensor | None) -> Targets:
+        """The targets of sequences `index` [n] (all of them for None)."""
+        if index is None:
+            return self
+        return Targets(self.vs[:, index], self.advantages[:, index])
+
+
+def batch_targets(
+    model: ActorCritic, batch: Batch, hyper: Hyper, value_norm: ValueNorm | None = None
+) -> Targets:
+    """The targets of the whole batch under the network as it is now, without gradient."""
+    with torch.no_grad():
+        fwd = forward_and_targets(model, batch, hyper, value_norm)
+    return Targets(fwd.vtrace.vs, fwd.advantages)
+
+
 class Losses(NamedTuple):
     total: torch.Tensor  # [] with gradient
     pg: torch.Tensor  # [] detached from here on
@@ -216,42 +245,53 @@ class Losses(NamedTuple):
 
 
 def loss_and_stats(
-    model: ActorCritic, batch: Batch, hyper: Hyper, value_norm: ValueNorm | None = None
+    model: ActorCritic,
+    batch: Batch,
+    hyper: Hyper,
+    value_norm: ValueNorm | None = None,
+    targets: Targets | None = None,
 ) -> Losses:
     """The three losses of one (mini)batch; with a value normalisation, also moves its
-    statistics."""
+    statistics. With `targets`, the value loss and the policy's advantages use them instead of
+    the targets of the network as it is now (the ratios pi/mu are the current network's)."""
     T, N = batch.unroll_length, batch.num_sequences
     fwd = forward_and_targets(model, batch, hyper, value_norm)
     vt = fwd.vtrace
+    if targets is None:
+        vs, advantages, pg_advantages = vt.vs, fwd.advantages, vt.pg_advantages
+    else:
+        vs, advantages = targets.vs, targets.advantages
+        rho_pg = vt.log_rhos.detach().exp().clamp(max=hyper.clip_pg_rho_threshold)  # [T, N]
+        pg_advantages = rho_pg * advantages
     w = batch.weights[None, :]  # [1, N] replay importance weights
     # ---- policy: IMPALA's rho-weighted gradient, or APPO's clipped surrogate on pi/mu --------
     clip_fraction = torch.zeros((), device=w.device)
     if hyper.ppo_clip > 0:
-        adv = fwd.advantages  # [T, N]
+        adv = advantages  # [T, N]
         if hyper.normalize_advantages:
             adv = normalize_advantages(adv)
         surrogate = clipped_surrogate(vt.log_rhos, adv, hyper.ppo_clip)  # [T, N]
         pg_loss = (surrogate.loss * w).mean()
         clip_fraction = surrogate.clipped.float().mean()
     else:
-        adv = vt.pg_advantages  # [T, N], rho-weighted
+        adv = pg_advantages  # [T, N], rho-weighted
         if hyper.normalize_advantages:
             adv = normalize_advantages(adv)
         pg_loss = -(vt.target_action_log_probs * adv * w).mean()
     # ---- value: regress V(x_s) on v_s, in normalised units when a value norm is on ----------
     if value_norm is None:
-        baseline_loss = 0.5 * ((vt.vs - fwd.values[:T]) ** 2 * w).mean()
+        baseline_loss = 0.5 * ((vs - fwd.values[:T]) ** 2 * w).mean()
     else:
         # PopArt rescales the value layer here so that V(x) is unchanged; ReturnNorm does not
-        value_norm.update(vt.vs)
+        value_norm.update(vs)
         predicted = model.value(fwd.features).squeeze(-1).view(T, N)  # [T, N] normalised
-        baseline_loss = 0.5 * ((value_norm.normalize(vt.vs) - predicted) ** 2 * w).mean()
+        baseline_loss = 0.5 * ((value_norm.normalize(vs) - predicted) ** 2 * w).mean()
     log_probs = F.log_softmax(fwd.logits[:T], dim=-1)  # [T, N, A]
     entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
     total = pg_loss + hyper.baseline_cost * baseline_loss - hyper.entropy_cost * entropy
     # Priority of a sequence: its mean absolute V-trace error |v_s - V(x_s)|, the part of the
     # data the value function has not learned yet (the analogue of PER's |TD error|).
-    priorities = (vt.vs - fwd.values[:T].detach()).abs().mean(dim=0)  # [N]
+    priorities = (vs - fwd.values[:T].detach()).abs().mean(dim=0)  # [N]
     return Losses(
         total, pg_loss.detach(), baseline_loss.detach(), entropy.detach(), clip_fraction, priorities
     )
@@ -310,6 +350,11 @@ class Learner:
         steps = 0
         grad_norm = torch.zeros((), device=device)
         whole = self.hyper.minibatches == 1
+        fixed = (
+            batch_targets(self.model, batch, self.hyper, self.value_norm)
+            if self.hyper.targets == "batch"
+            else None
+        )
         for epoch in range(passes):
             parts = (
                 [None]
@@ -318,7 +363,8 @@ class Learner:
             )
             for index in parts:
                 sub = batch if index is None else select(batch, index)
-                losses = loss_and_stats(self.model, sub, self.hyper, self.value_norm)
+                held = None if fixed is None else fixed.select(index)
+                losses = loss_and_stats(self.model, sub, self.hyper, self.value_norm, held)
                 self.optimizer.zero_grad(set_to_none=True)
                 losses.total.backward()
                 grad_norm = nn.utils.clip_grad_norm_(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
+from torch.nn import functional as F
 
 from common.model import ActorCritic, ModelSpec
 from common.stacking import stack_frames
@@ -12,6 +15,7 @@ from learner.config import LearnerConfig
 from learner.update import (
     Hyper,
     Learner,
+    batch_targets,
     final_stacks,
     forward_and_targets,
     loss_and_stats,
@@ -197,6 +201,70 @@ def test_minibatches_never_exceed_the_sequences(model):
         model, torch.optim.SGD(model.parameters(), lr=0.0), hyper(epochs=1, minibatches=5)
     )
     assert learner.step(batch).sgd_steps == 2  # one sequence each, never an empty minibatch
+
+
+def reference_loss(model, batch, h, vs, adv) -> torch.Tensor:
+    """APPO's loss written out element by element, with given targets vs [T, N] and advantages
+    adv [T, N] (no value normalisation, unit replay weights)."""
+    T = batch.unroll_length
+    fwd = forward_and_targets(model, batch, h)  # the current network's logits and values
+    log_pi = F.log_softmax(fwd.logits[:T], -1)  # [T, N, A]
+    log_mu = F.log_softmax(batch.behaviour_logits, -1)
+    a = batch.actions[..., None]
+    ratio = (log_pi.gather(-1, a) - log_mu.gather(-1, a)).squeeze(-1).exp()  # [T, N]
+    norm = (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8)
+    lo, hi = 1 / (1 + h.ppo_clip), 1 + h.ppo_clip
+    pg = -torch.minimum(ratio * norm, ratio.clamp(lo, hi) * norm).mean()
+    value = 0.5 * ((vs - fwd.values[:T]) ** 2).mean()
+    entropy = -(log_pi.exp() * log_pi).sum(-1).mean()
+    return pg + h.baseline_cost * value - h.entropy_cost * entropy
+
+
+def test_batch_targets_are_the_pre_update_networks_held_through_every_pass(model):
+    """targets="batch": every optimizer step of an update regresses on, and takes advantages
+    from, the targets of the network as it was before the update; "step" recomputes them."""
+    batch = make_batch(4, 3, seed=11)
+    h = hyper(targets="batch", epochs=3, minibatches=1)
+    start = copy.deepcopy(model)
+    Learner(model, torch.optim.SGD(model.parameters(), lr=0.05), h).step(batch)
+
+    ref = copy.deepcopy(start)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    with torch.no_grad():
+        fwd = forward_and_targets(ref, batch, h)
+        vs = fwd.vtrace.vs
+        vs_next = torch.cat([vs[1:], fwd.values[4][None]])
+        ended = batch.terminated | batch.truncated
+        adv = batch.rewards * h.reward_scale + h.discount * ~ended * vs_next - fwd.values[:4]
+    for _ in range(3):
+        opt.zero_grad()
+        reference_loss(ref, batch, h, vs, adv).backward()
+        torch.nn.utils.clip_grad_norm_(ref.parameters(), h.max_grad_norm)
+        opt.step()
+    for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
+
+    per_step = copy.deepcopy(start)
+    opt = torch.optim.SGD(per_step.parameters(), lr=0.05)
+    Learner(per_step, opt, h._replace(targets="step")).step(batch)
+    pairs = zip(model.parameters(), per_step.parameters(), strict=True)
+    assert (
+        max((p - q).abs().max() for p, q in pairs) > 1e-4
+    )  # the two settings train differently after the first step
+
+
+def test_batch_targets_equal_the_step_targets_at_the_first_step(model):
+    batch = on_policy(model, make_batch(4, 3, seed=12))
+    h = hyper(targets="batch")
+    held = batch_targets(model, batch, h)
+    fwd = forward_and_targets(model, batch, h)
+    torch.testing.assert_close(held.vs, fwd.vtrace.vs)
+    torch.testing.assert_close(held.advantages, fwd.advantages)
+    for settings in (h, h._replace(ppo_clip=0.0, normalize_advantages=False)):
+        with_held = loss_and_stats(model, batch, settings, None, held)
+        without = loss_and_stats(model, batch, settings)
+        torch.testing.assert_close(with_held.total, without.total)
+        torch.testing.assert_close(with_held.priorities, without.priorities)
 
 
 def test_surrogate_on_policy_has_impala_gradient(model):
