@@ -247,10 +247,9 @@ def test_batch_targets_are_the_pre_update_networks_held_through_every_pass(model
     per_step = copy.deepcopy(start)
     opt = torch.optim.SGD(per_step.parameters(), lr=0.05)
     Learner(per_step, opt, h._replace(targets="step")).step(batch)
+    # the two settings train differently after the first step
     pairs = zip(model.parameters(), per_step.parameters(), strict=True)
-    assert (
-        max((p - q).abs().max() for p, q in pairs) > 1e-4
-    )  # the two settings train differently after the first step
+    assert max((p - q).abs().max() for p, q in pairs) > 1e-4
 
 
 def test_batch_targets_equal_the_step_targets_at_the_first_step(model):
