@@ -76,7 +76,7 @@ class LearnerConfig:
     clip_rho_threshold: Positive = _f(1.0, "V-trace rho-bar")
     clip_pg_rho_threshold: Positive = _f(1.0, "V-trace rho-bar of the policy gradient")
     vtrace_lambda: Annotated[float, Gt(0), Le(1)] = _f(1.0, "V-trace's lambda (GAE's on policy)")
-    targets: TargetsWhen = _f("step", "targets and advantages: each optimizer step | once a batch")
+    targets: TargetsWhen = _f("batch", "targets: batch = once an update | step = every SGD step")
     epochs: PositiveInt = _f(4, "passes over each batch (a GPU learner that waits adds more)")
     max_epochs: PositiveInt = _f(8, "passes a GPU learner that waits for data may make")
     minibatches: PositiveInt = _f(2, "optimizer steps per pass, each on a share of the sequences")
