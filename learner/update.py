@@ -149,20 +149,20 @@ def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
     return r
 
 
-class Forward(NamedTuple):
+class Outputs(NamedTuple):
+    """The network's outputs over a batch."""
+
     logits: torch.Tensor  # [T+1, N, A] target policy, with gradient, float32
     values: torch.Tensor  # [T+1, N] V(x) in reward units; with gradient unless normalised
     features: torch.Tensor  # [T*N, F] the heads' input at the first T stacks, with gradient
-    final_values: torch.Tensor  # [N] detached
-    vtrace: vtrace.VTraceFromLogitsReturns  # targets [T, N], detached
-    advantages: torch.Tensor  # [T, N] r_s + gamma_s v_{s+1} - V(x_s), detached (no rho)
+    final_values: torch.Tensor  # [N] V of each sequence's final stack, detached
 
 
-def forward_and_targets(
+def network_outputs(
     model: ActorCritic, batch: Batch, hyper: Hyper, value_norm: ValueNorm | None = None
-) -> Forward:
+) -> Outputs:
+    """The network over all T+1 stacks of every sequence, plus each sequence's final stack."""
     T, N = batch.unroll_length, batch.num_sequences
-    # ---- forward: all T+1 stacks of every sequence, plus each sequence's final stack ----------
     stacks = stack_frames(batch.frames, batch.first)  # [T+1, N, 4, H, W]
     obs = torch.cat([stacks.flatten(0, 1), final_stacks(batch)], dim=0)  # [(T+1)*N + N, 4, H, W]
     prev = previous_actions(batch, model.spec.num_actions)  # [T+1, N]
@@ -179,7 +179,16 @@ def forward_and_targets(
     h = h.float()
     values = raw[: (T + 1) * N].view(T + 1, N)  # [T+1, N]
     final_values = raw[(T + 1) * N :].detach()  # [N]
+    return Outputs(logits, values, h[: T * N], final_values)
 
+
+def step_targets(
+    out: Outputs, batch: Batch, hyper: Hyper
+) -> tuple[vtrace.VTraceFromLogitsReturns, torch.Tensor]:
+    """V-trace's targets under the network's outputs `out`, and the surrogate's advantages
+    r_s + gamma_s v_{s+1} - V(x_s) [T, N] (detached, without the rho_s factor)."""
+    T = batch.unroll_length
+    values = out.values.detach()  # [T+1, N]
     # ---- bootstrap: discounts end at any episode end; truncation bootstraps via the reward ---
     discount = hyper.discount
     ended = batch.terminated | batch.truncated  # [T, N]
@@ -188,7 +197,7 @@ def forward_and_targets(
     # The value of the real next frame after truncated step t (the sequence's final frame);
     # V(x_t) stands in should an env ever be cut twice in one chunk.
     next_value = torch.where(
-        steps == batch.final_t[None, :], final_values[None, :], values[:T].detach()
+        steps == batch.final_t[None, :], out.final_values[None, :], values[:T]
     )  # [T, N]
     rewards = shape_rewards(batch.rewards, hyper)  # [T, N]
     rewards = rewards + discount * batch.truncated.float() * next_value  # r_t + g V(x_final)
@@ -196,21 +205,39 @@ def forward_and_targets(
     # ---- V-trace (Espeholt et al. 2018, Sec. 4.1) -----------------------------------------------
     vt = vtrace.from_logits(
         behaviour_policy_logits=batch.behaviour_logits,  # [T, N, A]
-        target_policy_logits=logits[:T],  # [T, N, A]
+        target_policy_logits=out.logits[:T],  # [T, N, A]
         actions=batch.actions,  # [T, N]
         discounts=discounts,
         rewards=rewards,
-        values=values[:T].detach(),
-        bootstrap_value=values[T].detach(),  # [N]
+        values=values[:T],
+        bootstrap_value=values[T],  # [N]
         clip_rho_threshold=hyper.clip_rho_threshold,
         clip_pg_rho_threshold=hyper.clip_pg_rho_threshold,
         lambda_=hyper.vtrace_lambda,
     )
     # The advantage of the surrogate, whose ratio pi/mu already weights it: Sec. 4.2's
     # q_s - V(x_s) without the rho_s factor. vs[s+1] follows step s; V(x_T) after the last.
-    vs_next = torch.cat([vt.vs[1:], values[T].detach()[None]])  # [T, N]
-    advantages = rewards + discounts * vs_next - values[:T].detach()  # [T, N]
-    return Forward(logits, values, h[: T * N], final_values, vt, advantages)
+    vs_next = torch.cat([vt.vs[1:], values[T][None]])  # [T, N]
+    advantages = rewards + discounts * vs_next - values[:T]  # [T, N]
+    return vt, advantages
+
+
+class Forward(NamedTuple):
+    """The network's outputs and the targets they give (`forward_and_targets`)."""
+
+    logits: torch.Tensor  # [T+1, N, A]
+    values: torch.Tensor  # [T+1, N]
+    features: torch.Tensor  # [T*N, F]
+    final_values: torch.Tensor  # [N]
+    vtrace: vtrace.VTraceFromLogitsReturns  # targets [T, N], detached
+    advantages: torch.Tensor  # [T, N] r_s + gamma_s v_{s+1} - V(x_s), detached (no rho)
+
+
+def forward_and_targets(
+    model: ActorCritic, batch: Batch, hyper: Hyper, value_norm: ValueNorm | None = None
+) -> Forward:
+    out = network_outputs(model, batch, hyper, value_norm)
+    return Forward(*out, *step_targets(out, batch, hyper))
 
 
 class Targets(NamedTuple):
@@ -255,14 +282,14 @@ def loss_and_stats(
     statistics. With `targets`, the value loss and the policy's advantages use them instead of
     the targets of the network as it is now (the ratios pi/mu are the current network's)."""
     T, N = batch.unroll_length, batch.num_sequences
-    fwd = forward_and_targets(model, batch, hyper, value_norm)
-    vt = fwd.vtrace
+    fwd = network_outputs(model, batch, hyper, value_norm)
     if targets is None:
-        vs, advantages, pg_advantages = vt.vs, fwd.advantages, vt.pg_advantages
-    else:
+        vt, advantages = step_targets(fwd, batch, hyper)
+        vs, log_pi, log_rhos = vt.vs, vt.target_action_log_probs, vt.log_rhos
+    else:  # held: only the ratios pi/mu are the current network's
         vs, advantages = targets.vs, targets.advantages
-        rho_pg = vt.log_rhos.detach().exp().clamp(max=hyper.clip_pg_rho_threshold)  # [T, N]
-        pg_advantages = rho_pg * advantages
+        log_pi = vtrace.action_log_probs(fwd.logits[:T], batch.actions)  # [T, N]
+        log_rhos = log_pi - vtrace.action_log_probs(batch.behaviour_logits, batch.actions)
     w = batch.weights[None, :]  # [1, N] replay importance weights
     # ---- policy: IMPALA's rho-weighted gradient, or APPO's clipped surrogate on pi/mu --------
     clip_fraction = torch.zeros((), device=w.device)
@@ -270,14 +297,15 @@ def loss_and_stats(
         adv = advantages  # [T, N]
         if hyper.normalize_advantages:
             adv = normalize_advantages(adv)
-        surrogate = clipped_surrogate(vt.log_rhos, adv, hyper.ppo_clip)  # [T, N]
+        surrogate = clipped_surrogate(log_rhos, adv, hyper.ppo_clip)  # [T, N]
         pg_loss = (surrogate.loss * w).mean()
         clip_fraction = surrogate.clipped.float().mean()
     else:
-        adv = pg_advantages  # [T, N], rho-weighted
+        # rho-weighted (Sec. 4.2)
+        adv = vtrace.weighted_advantages(log_rhos, advantages, hyper.clip_pg_rho_threshold)
         if hyper.normalize_advantages:
             adv = normalize_advantages(adv)
-        pg_loss = -(vt.target_action_log_probs * adv * w).mean()
+        pg_loss = -(log_pi * adv * w).mean()
     # ---- value: regress V(x_s) on v_s, in normalised units when a value norm is on ----------
     if value_norm is None:
         baseline_loss = 0.5 * ((vs - fwd.values[:T]) ** 2 * w).mean()

@@ -102,13 +102,34 @@ def from_importance_weights(
 
         # v_{s+1}: vs shifted one step left, v_T = V(x_T) appended.
         vs_t_plus_1 = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)])  # [T, B]
-        pg_rhos = rhos if clip_pg_rho_threshold is None else rhos.clamp(max=clip_pg_rho_threshold)
-        pg_advantages = pg_rhos * (rewards + discounts * vs_t_plus_1 - values)  # [T, B]
+        advantages = rewards + discounts * vs_t_plus_1 - values  # [T, B]
+        pg_advantages = weighted_advantages(log_rhos, advantages, clip_pg_rho_threshold)
 
-    return VTraceReturns(vs=vs.detach(), pg_advantages=pg_advantages.detach())
+    return VTraceReturns(vs=vs.detach(), pg_advantages=pg_advantages)
 
 
-def _action_log_probs(logits: Tensor, actions: Tensor) -> Tensor:
+def weighted_advantages(
+    log_rhos: Tensor, advantages: Tensor, clip_pg_rho_threshold: float | None = 1.0
+) -> Tensor:
+    """Section 4.2's policy-gradient advantage: min(rho-bar, pi/mu) (r_s + gamma_s v_{s+1} - V(x_s)).
+
+    Args:
+        log_rhos: [T, B] log pi(a_s|x_s) - log mu(a_s|x_s).
+        advantages: [T, B] r_s + gamma_s v_{s+1} - V(x_s).
+        clip_pg_rho_threshold: rho-bar; None disables clipping.
+
+    Returns:
+        [T, B], detached.
+    """
+    with torch.no_grad():
+        rhos = torch.exp(log_rhos)  # [T, B]
+        if clip_pg_rho_threshold is not None:
+            rhos = rhos.clamp(max=clip_pg_rho_threshold)
+        return (rhos * advantages).detach()
+
+
+def action_log_probs(logits: Tensor, actions: Tensor) -> Tensor:
+    """log p(a_s|x_s) of the actions taken: logits [T, B, A], actions [T, B] int64 -> [T, B]."""
     log_probs = torch.log_softmax(logits, dim=-1)  # [T, B, A]
     return log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)  # [T, B]
 
@@ -160,8 +181,8 @@ def from_logits(
     if actions.dtype != torch.int64:
         raise ValueError(f"actions must be int64 (torch.long), got {actions.dtype}")
 
-    target_action_log_probs = _action_log_probs(target_policy_logits, actions)  # [T, B]
-    behaviour_action_log_probs = _action_log_probs(behaviour_policy_logits, actions)  # [T, B]
+    target_action_log_probs = action_log_probs(target_policy_logits, actions)  # [T, B]
+    behaviour_action_log_probs = action_log_probs(behaviour_policy_logits, actions)  # [T, B]
     log_rhos = target_action_log_probs - behaviour_action_log_probs  # [T, B]
     vtrace = from_importance_weights(
         log_rhos=log_rhos,

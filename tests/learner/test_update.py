@@ -266,6 +266,25 @@ def test_batch_targets_equal_the_step_targets_at_the_first_step(model):
         torch.testing.assert_close(with_held.priorities, without.priorities)
 
 
+@pytest.mark.parametrize("targets, recursions", [("batch", 1), ("step", 6)])
+def test_v_trace_runs_once_an_update_with_batch_targets(model, monkeypatch, targets, recursions):
+    """With held targets an optimizer step needs only the ratios pi/mu: V-trace's recursion runs
+    once an update (for the targets), not at each of its epochs x minibatches steps."""
+    from learner import vtrace
+
+    calls = []
+    real = vtrace.from_importance_weights
+    monkeypatch.setattr(
+        vtrace, "from_importance_weights", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    for ppo_clip in (0.1, 0.0):  # APPO's surrogate and IMPALA's rho-weighted gradient
+        calls.clear()
+        h = hyper(targets=targets, epochs=3, minibatches=2, ppo_clip=ppo_clip)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        assert Learner(model, opt, h).step(make_batch(4, 4, seed=13)).sgd_steps == 6
+        assert len(calls) == recursions
+
+
 def test_surrogate_on_policy_has_impala_gradient(model):
     """At rho = 1 (lag 0) the clipped surrogate's gradient is IMPALA's: r = 1 is inside the clip
     and r A has gradient A grad log pi."""
