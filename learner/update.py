@@ -241,16 +241,18 @@ def forward_and_targets(
 
 
 class Targets(NamedTuple):
-    """Value targets and advantages held fixed through an update's passes (`targets` "batch")."""
+    """What an update holds fixed through its passes (`targets` "batch"): the value targets and
+    advantages of the network before them, and the behaviour policy's log-probabilities."""
 
     vs: torch.Tensor  # [T, N] V-trace targets, reward units, detached
     advantages: torch.Tensor  # [T, N] r_s + gamma_s v_{s+1} - V(x_s), detached (no rho)
+    behaviour_log_probs: torch.Tensor  # [T, N] log mu(a_s|x_s) of the actions taken
 
     def select(self, index: torch.Tensor | None) -> Targets:
         """The targets of sequences `index` [n] (all of them for None)."""
         if index is None:
             return self
-        return Targets(self.vs[:, index], self.advantages[:, index])
+        return Targets(*(t[:, index] for t in self))
 
 
 def batch_targets(
@@ -259,7 +261,7 @@ def batch_targets(
     """The targets of the whole batch under the network as it is now, without gradient."""
     with torch.no_grad():
         fwd = forward_and_targets(model, batch, hyper, value_norm)
-    return Targets(fwd.vtrace.vs, fwd.advantages)
+    return Targets(fwd.vtrace.vs, fwd.advantages, fwd.vtrace.behaviour_action_log_probs)
 
 
 class Losses(NamedTuple):
@@ -289,7 +291,7 @@ def loss_and_stats(
     else:  # held: only the ratios pi/mu are the current network's
         vs, advantages = targets.vs, targets.advantages
         log_pi = vtrace.action_log_probs(fwd.logits[:T], batch.actions)  # [T, N]
-        log_rhos = log_pi - vtrace.action_log_probs(batch.behaviour_logits, batch.actions)
+        log_rhos = log_pi - targets.behaviour_log_probs
     w = batch.weights[None, :]  # [1, N] replay importance weights
     # ---- policy: IMPALA's rho-weighted gradient, or APPO's clipped surrogate on pi/mu --------
     clip_fraction = torch.zeros((), device=w.device)

@@ -125,7 +125,7 @@ def weighted_advantages(
         rhos = torch.exp(log_rhos)  # [T, B]
         if clip_pg_rho_threshold is not None:
             rhos = rhos.clamp(max=clip_pg_rho_threshold)
-        return (rhos * advantages).detach()
+        return rhos * advantages
 
 
 def action_log_probs(logits: Tensor, actions: Tensor) -> Tensor:
