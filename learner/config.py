@@ -65,7 +65,7 @@ class LearnerConfig:
     max_batch_chunks: PositiveInt = _f(8, "most chunks per update (queue_chunks must hold them)")
     batch_wait_s: NonNegative = _f(2.0, "after this long, train on the chunks there are (>= 1)")
     batch_chunks: PositiveInt | None = _f(None, "sets --min- and --max-batch-chunks (none = unset)")
-    learning_rate: Positive = _f(5e-4, "Adam learning rate")
+    learning_rate: Positive = _f(1e-3, "Adam learning rate")
     adam_eps: Positive = _f(1e-5, "Adam epsilon")
     discount: UnitInterval = _f(0.9, "discount factor gamma")
     reward_scale: Positive = _f(0.1, "rewards are multiplied by this before clipping")
