@@ -4,6 +4,9 @@ Reads RUN/episodes.jsonl: each training episode the actors report is one line, w
 time, the learner's env frames then, its level, max x, flag and (since progress was logged) its
 progress; the learner's start is a `{"event": "start"}` line. A window holds the episodes that
 *ended* in it, counted from the first start, so a curve means the same however fast the run goes.
+Time is the run's own: a run stopped and resumed on the same run dir (a new start line) goes on
+from where it stopped, the time between its last episode and the next start left out, so a run
+resumed the next day draws one curve and not a gap.
 
 An episode's progress is its max x as a share of its level (`common.levels.progress`, 1 at the
 flag), as logged by the learner or, for a log from before progress was logged, computed from its
@@ -30,7 +33,7 @@ MEAN = "mean"  # the key of the mean over levels among a run's per-level windows
 
 
 class Window(NamedTuple):
-    end_s: float  # seconds from the learner's start to the window's end
+    end_s: float  # the run's own seconds (from the learner's first start) at the window's end
     env_frames: int  # the learner's env frames at the last episode of the window (0 if none)
     episodes: int
     mean_max_x: float | None
@@ -48,6 +51,8 @@ class Episodes(NamedTuple):
     malformed: int  # lines that were not JSON objects of the expected shape
     level: np.ndarray  # [E] str
     progress: np.ndarray  # [E] 0-1; NaN for a level of unknown length
+    run_s: np.ndarray  # [E] the run's own seconds at each arrival: from the first start, less
+    # the time between each stop (its last episode) and the next start
 
 
 class LevelRow(NamedTuple):
@@ -66,30 +71,38 @@ class LevelRow(NamedTuple):
 def read_episodes(path: Path, level: str | None = None) -> Episodes:
     """Parse RUN/episodes.jsonl, skipping (and counting) lines that do not parse."""
     start = None
-    rows: list[tuple[float, int, int, bool, float]] = []
+    rows: list[tuple[float, int, int, bool, float, float]] = []
     names: list[str] = []
     malformed = 0
+    clock = _RunClock()
     for line in path.read_text().splitlines():
         try:
             d = json.loads(line)
             if d.get("event") == "start":
-                start = float(d["time"]) if start is None else start
+                t = float(d["time"])
+                start = t if start is None else start
+                clock.started(t)
                 continue
+            t = float(d["time"])
+            run_s = clock.arrived(t)  # every episode moves the clock, of any level
             if level and d.get("level") != level:
                 continue
-            row = (float(d["time"]), int(d["env_frames"]), int(d["max_x"]), bool(d["flag"]))
+            row = (t, int(d["env_frames"]), int(d["max_x"]), bool(d["flag"]))
             name = str(d.get("level", "?"))
             p = d.get("progress")
             if not isinstance(p, int | float) or isinstance(p, bool):
                 p = progress(name, row[2], row[3])  # a log from before progress was logged
-            rows.append((*row, np.nan if p is None else float(p)))
+            rows.append((*row, np.nan if p is None else float(p), run_s))
             names.append(name)
         except (ValueError, KeyError, TypeError, AttributeError):
             malformed += 1
     if not rows and start is None:
         raise ValueError(f"{path} has no episodes and no start line")
-    arr = np.array(rows, dtype=np.float64).reshape(-1, 5)
+    arr = np.array(rows, dtype=np.float64).reshape(-1, 6)
     first = start if start is not None else float(arr[:, 0].min())
+    run_s = arr[:, 5]
+    before = np.isnan(run_s)  # logged before any start line: as before, from `first`
+    run_s[before] = arr[before, 0] - first
     return Episodes(
         first,
         arr[:, 0],
@@ -99,7 +112,29 @@ def read_episodes(path: Path, level: str | None = None) -> Episodes:
         malformed,
         np.array(names, dtype=str),
         arr[:, 4],
+        run_s,
     )
+
+
+class _RunClock:
+    """The run's own time through the log's lines in order: each start line opens a life of the
+    learner, and a life counts from its start to its last episode."""
+
+    def __init__(self) -> None:
+        self.done = 0.0  # seconds of the lives before this one
+        self.start: float | None = None  # this life's start line
+        self.last = 0.0  # this life's newest arrival
+
+    def started(self, t: float) -> None:
+        if self.start is not None:
+            self.done += max(0.0, self.last - self.start)
+        self.start = self.last = t
+
+    def arrived(self, t: float) -> float:
+        if self.start is None:
+            return float("nan")
+        self.last = max(self.last, t)
+        return self.done + (t - self.start)
 
 
 def levels_of(eps: Episodes) -> tuple[str, ...]:
@@ -116,11 +151,12 @@ def _only(eps: Episodes, mask: np.ndarray) -> Episodes:
         flag=eps.flag[mask],
         level=eps.level[mask],
         progress=eps.progress[mask],
+        run_s=eps.run_s[mask],
     )
 
 
 def _horizon(eps: Episodes, until_s: float | None) -> float:
-    rel = eps.time - eps.start
+    rel = eps.run_s
     horizon = float(rel.max()) if rel.size else 0.0
     return horizon if until_s is None else min(horizon, until_s)
 
@@ -133,7 +169,7 @@ def windows(eps: Episodes, window_s: float, until_s: float | None = None) -> lis
 def _windows(eps: Episodes, window_s: float, horizon: float) -> list[Window]:
     if window_s <= 0:
         raise ValueError(f"window_s must be > 0, got {window_s}")
-    rel = eps.time - eps.start  # [E]
+    rel = eps.run_s  # [E]
     out = []
     k = 1
     while k * window_s <= horizon + 1e-9:

@@ -47,6 +47,31 @@ def test_windows_hold_the_episodes_that_ended_in_them(tmp_path):
     assert empty.episodes == 0 and empty.mean_max_x is None and empty.flag_rate is None
 
 
+def test_a_resumed_run_goes_on_from_where_it_stopped(tmp_path):
+    """A run stopped and resumed on its run dir a day later: the time between its last episode
+    and the next start line is not the run's, so the resumed life's episodes land in the windows
+    right after the first life's, and per level as well."""
+    run = tmp_path / "r"
+    write_run(run, 1000.0, [(10, 100, 300, False), (110, 900, 500, False)])
+    later = 1000.0 + 86_400.0
+    lines = [json.dumps({"event": "start", "time": later, "env_frames": 900})]
+    for t, x, level in ((5.0, 700, "1-1"), (60.0, 800, "1-2"), (130.0, 900, "1-1")):
+        row = {"time": later + t, "env_frames": 1000 + int(t), "actor_id": 0, "level": level}
+        row |= {"max_x": x, "flag": False, "return": 1.0, "length": 10, "outcome": "death"}
+        lines.append(json.dumps(row))
+    with RunDir(run).episodes.open("a") as f:
+        f.write("\n".join(lines) + "\n")
+    eps = learning_curve.read_episodes(RunDir(run).episodes)
+    assert eps.run_s.tolist() == [10.0, 110.0, 115.0, 170.0, 240.0]
+    ws = learning_curve.windows(eps, 120.0)
+    assert [(w.end_s, w.episodes) for w in ws] == [(120.0, 3), (240.0, 2)]
+    assert ws[0].mean_max_x == pytest.approx(500.0)
+    only_1_1 = learning_curve.read_episodes(RunDir(run).episodes, level="1-1")
+    assert only_1_1.run_s.tolist() == [10.0, 110.0, 115.0, 240.0]  # 1-2's arrival still counts
+    by_level = episode_windows.windows_by_level(eps, 120.0)
+    assert [w.episodes for w in by_level["1-2"]] == [0, 1]
+
+
 def test_a_bad_window_is_refused(tmp_path):
     write_run(tmp_path / "r", 0.0, [(1, 1, 1, False)])
     eps = learning_curve.read_episodes(RunDir(tmp_path / "r").episodes)
