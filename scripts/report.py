@@ -104,16 +104,20 @@ def _peak(values: np.ndarray) -> float | None:
     return float(ok.max()) if ok.size else None
 
 
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The report's numbers; None where the log never had a value."""
+def summarise(rows: list[dict[str, Any]], starts: list[float] | None = None) -> dict[str, Any]:
+    """The report's numbers; None where the log never had a value. `starts`: the learner's start
+    times (RUN/episodes.jsonl); the duration is the run's own time, a resumed run's time down
+    left out."""
     t = column(rows, "time")
     frames = column(rows, "env_frames")
-    duration_s = float(t[-1] - t[0])
+    run_s = episode_windows.run_seconds(t, starts or [])  # [R]
+    duration_s = float(run_s[-1] - run_s[0])
     out: dict[str, Any] = {
         "rows": len(rows),
         "start": float(t[0]),
         "end": float(t[-1]),
         "duration_s": duration_s,
+        "lives": max(1, sum(1 for s in starts or [] if s <= t[-1])),
         "env_frames": _last(frames),
         "agent_steps": _last(column(rows, "agent_steps")),
         "updates": _last(column(rows, "updates")),
@@ -129,10 +133,13 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def plot(rows: list[dict[str, Any]], figure: Figure, path: Path) -> None:
-    """One row of two panels per (label, keys): vs env frames, vs hours since the first row."""
-    t = column(rows, "time")
-    xs = (("env frames", column(rows, "env_frames")), ("hours", (t - t[0]) / 3600.0))
+def plot(
+    rows: list[dict[str, Any]], figure: Figure, path: Path, starts: list[float] | None = None
+) -> None:
+    """One row of two panels per (label, keys): vs env frames, vs the run's own hours since the
+    first row (a resumed run's time down left out, as in `summarise`)."""
+    run_s = episode_windows.run_seconds(column(rows, "time"), starts or [])  # [R]
+    xs = (("env frames", column(rows, "env_frames")), ("hours", (run_s - run_s[0]) / 3600.0))
     n = len(figure.panels)
     fig, axes = plt.subplots(n, 2, figsize=(11, 3.6 * n), squeeze=False, sharex="col")
     for r, (ylabel, keys) in enumerate(figure.panels):
@@ -176,6 +183,11 @@ def _duration(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+def _lives(s: dict[str, Any]) -> str:
+    lives = s.get("lives", 1)
+    return f", the learner's own time over {lives} starts" if lives > 1 else ""
+
+
 def render(
     run_dir: Path, s: dict[str, Any], malformed: int, evaluation: dict | None, video_link: str = ""
 ) -> str:
@@ -187,7 +199,7 @@ def render(
         "| | |",
         "|---|---|",
         f"| period | {_utc(s['start'])} → {_utc(s['end'])} |",
-        f"| duration | {_duration(s['duration_s'])} (h:mm:ss) |",
+        f"| duration | {_duration(s['duration_s'])} (h:mm:ss){_lives(s)} |",
         f"| env frames | {_si(s['env_frames'])} ({_num(s['env_frames'], '{:,.0f}')}) |",
         f"| agent steps | {_si(s['agent_steps'])} |",
         f"| updates | {_num(s['updates'], '{:,.0f}')} |",
@@ -254,10 +266,11 @@ def report(
     log = parse_metrics(path.read_text(errors="replace").splitlines())
     if not log.rows:
         raise ReportError(f"{path} has no metric rows ({log.malformed} malformed lines)")
-    summary = summarise(log.rows)
+    starts = episode_windows.start_times(RunDir(run_dir).episodes)
+    summary = summarise(log.rows, starts)
     out.mkdir(parents=True, exist_ok=True)
     for figure in FIGURES:
-        plot(log.rows, figure, out / f"{figure.name}.png")
+        plot(log.rows, figure, out / f"{figure.name}.png", starts)
     evaluation = None
     eval_path = RunDir(run_dir).eval / "summary.json"
     if eval_path.is_file():

@@ -137,6 +137,42 @@ class _RunClock:
         return self.done + (t - self.start)
 
 
+def start_times(path: Path) -> list[float]:
+    """The learner's start lines in RUN/episodes.jsonl, one per life, in order; [] without any."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if '"start"' not in line:
+            continue
+        try:
+            d = json.loads(line)
+            if d.get("event") == "start":
+                out.append(float(d["time"]))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return out
+
+
+def run_seconds(times: np.ndarray, starts: list[float]) -> np.ndarray:
+    """The run's own seconds at each of `times` ([T], unix time, ascending; rows of another log
+    such as RUN/metrics.jsonl) by the learner's `starts`: as `Episodes.run_s`, each life counted
+    from its start to its last time. Without a start, from the first time."""
+    clock = _RunClock()
+    pending = sorted(starts)
+    out = np.empty(len(times), dtype=np.float64)  # [T]
+    k = 0
+    for i, t in enumerate(times):
+        while k < len(pending) and pending[k] <= t:
+            clock.started(pending[k])
+            k += 1
+        out[i] = clock.arrived(float(t))
+    first = pending[0] if pending else (float(times[0]) if len(times) else 0.0)
+    before = np.isnan(out)
+    out[before] = np.asarray(times, dtype=np.float64)[before] - first
+    return out
+
+
 def levels_of(eps: Episodes) -> tuple[str, ...]:
     """The levels the episodes played, stages in game order, then any other names."""
     order = {lv: i for i, lv in enumerate(ALL_STAGES)}

@@ -72,6 +72,30 @@ def test_report_writes_plots_and_a_summary_with_the_numbers(tmp_path, capsys):
     assert "36 rows" in out and "flag rate 0.0%" in out
 
 
+def test_a_resumed_run_reports_its_own_time_and_throughput(tmp_path):
+    """The learner started at T0, stopped after its row at T0 + 1,000 s and resumed a day later:
+    the duration, env frames/s and the hours axis leave the day out."""
+    run = tmp_path / "run"
+    write_log(run, rows=11)  # rows at T0 .. T0 + 1,000 s, 450,560 env frames at the last
+    later = T0 + 86_400.0
+    rows = [
+        {"time": later + 100.0 * i, "updates": 200 + i, "env_frames": 450_560 + 40_960 * i}
+        for i in range(1, 11)
+    ]  # T0 + 1 day + 100 .. 1,000 s: 2,000 s of the run's own time in all
+    with RunDir(run).metrics.open("a") as f:
+        f.write("\n".join(json.dumps(r) for r in rows) + "\n")
+    starts = [{"event": "start", "time": t, "env_frames": 0} for t in (T0, later)]
+    RunDir(run).episodes.write_text("\n".join(json.dumps(s) for s in starts) + "\n")
+    summary, _ = report.report(run, run / "report")
+    assert summary["duration_s"] == pytest.approx(2_000.0)
+    assert summary["env_frames_per_s"] == pytest.approx((860_160 - 40_960) / 2_000.0)
+    assert summary["lives"] == 2
+    md = (run / "report" / "REPORT.md").read_text()
+    assert "0:33:20 (h:mm:ss), the learner's own time over 2 starts" in md
+    RunDir(run).episodes.unlink()  # without start lines the time is wall time, as before
+    assert report.report(run, run / "report")[0]["duration_s"] == pytest.approx(87_400.0)
+
+
 def test_report_shows_each_policy_of_the_last_evaluation(tmp_path):
     run = tmp_path / "run"
     write_log(run, rows=3)
