@@ -104,13 +104,17 @@ def _peak(values: np.ndarray) -> float | None:
     return float(ok.max()) if ok.size else None
 
 
-def summarise(rows: list[dict[str, Any]], starts: list[float] | None = None) -> dict[str, Any]:
+def summarise(
+    rows: list[dict[str, Any]], starts: list[float] | None = None, run_s: np.ndarray | None = None
+) -> dict[str, Any]:
     """The report's numbers; None where the log never had a value. `starts`: the learner's start
-    times (RUN/episodes.jsonl); the duration is the run's own time, a resumed run's time down
-    left out."""
+    times (RUN/episodes.jsonl); `run_s` [R]: each row's seconds of the run's own time by them
+    (`run_seconds`, computed here if not given); the duration is the run's own time, a resumed
+    run's time down left out."""
     t = column(rows, "time")
     frames = column(rows, "env_frames")
-    run_s = episode_windows.run_seconds(t, starts or [])  # [R]
+    if run_s is None:
+        run_s = run_seconds(rows, starts)
     duration_s = float(run_s[-1] - run_s[0])
     out: dict[str, Any] = {
         "rows": len(rows),
@@ -133,12 +137,14 @@ def summarise(rows: list[dict[str, Any]], starts: list[float] | None = None) -> 
     return out
 
 
-def plot(
-    rows: list[dict[str, Any]], figure: Figure, path: Path, starts: list[float] | None = None
-) -> None:
+def run_seconds(rows: list[dict[str, Any]], starts: list[float] | None) -> np.ndarray:
+    """[R] each metrics row's seconds of the run's own time, by the learner's start times."""
+    return episode_windows.run_seconds(column(rows, "time"), starts or [])
+
+
+def plot(rows: list[dict[str, Any]], figure: Figure, path: Path, run_s: np.ndarray) -> None:
     """One row of two panels per (label, keys): vs env frames, vs the run's own hours since the
-    first row (a resumed run's time down left out, as in `summarise`)."""
-    run_s = episode_windows.run_seconds(column(rows, "time"), starts or [])  # [R]
+    first row (`run_s` [R]; a resumed run's time down left out, as in `summarise`)."""
     xs = (("env frames", column(rows, "env_frames")), ("hours", (run_s - run_s[0]) / 3600.0))
     n = len(figure.panels)
     fig, axes = plt.subplots(n, 2, figsize=(11, 3.6 * n), squeeze=False, sharex="col")
@@ -267,10 +273,11 @@ def report(
     if not log.rows:
         raise ReportError(f"{path} has no metric rows ({log.malformed} malformed lines)")
     starts = episode_windows.start_times(RunDir(run_dir).episodes)
-    summary = summarise(log.rows, starts)
+    run_s = run_seconds(log.rows, starts)  # [R], once for the summary and every figure
+    summary = summarise(log.rows, starts, run_s)
     out.mkdir(parents=True, exist_ok=True)
     for figure in FIGURES:
-        plot(log.rows, figure, out / f"{figure.name}.png", starts)
+        plot(log.rows, figure, out / f"{figure.name}.png", run_s)
     evaluation = None
     eval_path = RunDir(run_dir).eval / "summary.json"
     if eval_path.is_file():
