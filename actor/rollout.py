@@ -115,6 +115,7 @@ class Lane:
         """
         t, a = self.t, self.arrays
         for k, env in enumerate(self.envs):
+            a["level"][t, k] = env.level_index  # the level step t plays, before a reset moves it
             s = env.step(int(a["actions"][t, k]))
             a["rewards"][t, k] = s.reward
             a["terminated"][t, k] = s.terminated

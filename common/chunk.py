@@ -14,6 +14,9 @@
                         episode's reset frame
     core_state[k]       the recurrent core's state [C] that env k's step 0 started from (zeros
                         when step 0 starts an episode); C = 0 for a network without a core
+    level[t]            the level that step t played: its index in the run's level set
+                        (common.levels.parse_levels order; 0 in a set of one). The policy never
+                        sees it; the learner groups the update's statistics by it
 
 Truncation (no-progress cutoff) is not termination: only `terminated` zeroes the discount.
 An actor cuts at most one truncation per env and chunk (the learner refuses actors whose
@@ -58,6 +61,7 @@ LAYOUT: Layout = (
     ChunkArray("final_t", "int32", ("K",), device_dtype="int64", fill=-1),
     ChunkArray("last_actions", "uint8", ("K",), device_dtype="int64"),
     ChunkArray("core_state", "float32", ("K", "C")),  # the core's state before step 0
+    ChunkArray("level", "uint8", ("T", "K"), device_dtype="int64"),  # index in the level set
 )
 
 # Sizes that may be 0 (a network without a recurrent core has no state); every other size >= 1.

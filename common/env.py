@@ -130,6 +130,7 @@ class FrameEnv:
         self._build_timeout_s = build_timeout_s
         self._build_retries = build_retries
         self.level = self.schedule.levels[0]  # the level of the current episode
+        self._index = {level: i for i, level in enumerate(self.schedule.levels)}
         if spec.is_mario:
             self._games[self.level] = self._build(self.level)
             self._buttons = [
@@ -150,6 +151,11 @@ class FrameEnv:
         self.frame_shape = (size, size)
         self._obs: Any = None
         self._new_episode()
+
+    @property
+    def level_index(self) -> int:
+        """The current episode's level as its index in the set (a chunk's `level`)."""
+        return self._index[self.level]
 
     @staticmethod
     def _build(level: str) -> Any:

@@ -151,6 +151,7 @@ class LearnerMetrics(_Metrics):
         _M("level_progress", Gauge, "mario_level_progress", "Mean progress of the level's newest training episodes (0-1).", ("level",)),
         _M("level_flag_rate", Gauge, "mario_level_flag_rate", "Flag rate of the level's newest training episodes.", ("level",)),
         _M("level_weight", Gauge, "mario_level_schedule_weight", "Probability with which actors draw the level for an episode.", ("level",)),
+        _M("level_advantage_std", Gauge, "mario_level_advantage_std", "Std of the level's advantages in the last update, before their normalisation (scaled reward units).", ("level",)),
         # --- replay ---
         _M("replay_size", Gauge, "mario_replay_size_sequences", "Sequences in replay."),
         _M("replay_capacity", Gauge, "mario_replay_capacity_sequences", "Sequences replay can hold."),

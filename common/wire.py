@@ -64,8 +64,9 @@ __all__ = [
 
 # 2: chunks carry last_actions; 3: the learner's Welcome carries the network and unroll length,
 # chunks carry dense truncation finals (final_t); 4: weights carry the level schedule's weights;
-# 5: chunks carry the recurrent core's state at step 0 (core_state)
-PROTOCOL_VERSION = 5
+# 5: chunks carry the recurrent core's state at step 0 (core_state); 6: chunks carry each step's
+# level (its index in the run's level set)
+PROTOCOL_VERSION = 6
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
 

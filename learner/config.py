@@ -33,6 +33,8 @@ Init = Literal["torch", "orthogonal"]  # the network's weights before the first 
 # When an update computes its value targets and advantages: at every optimizer step with the
 # current network (IMPALA's V-trace), or once per batch before its passes (Sample Factory's APPO)
 TargetsWhen = Literal["step", "batch"]
+# Over what advantages are normalised: each minibatch as a whole, or each level's steps in it
+AdvantageNormBy = Literal["minibatch", "level"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ class LearnerConfig:
     minibatches: PositiveInt = _f(2, "optimizer steps per pass, each on a share of the sequences")
     ppo_clip: NonNegative = _f(0.1, "clip pi/mu to [1/(1+c), 1+c] in APPO's surrogate (0 = off)")
     normalize_advantages: bool = _f(True, "advantages to zero mean, unit std per minibatch")
+    advantage_norm_by: AdvantageNormBy = _f(
+        "minibatch", "normalise advantages over the minibatch | per level within it"
+    )
     popart: bool = _f(True, "normalise value targets with PopArt")
     popart_beta: Annotated[float, Gt(0), Le(1)] = _f(3e-3, "step size of PopArt's target moments")
     return_norm: bool = _f(False, "normalise value targets by all-history moments (--no-popart)")

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import zmq
 
 from common import wire
@@ -30,6 +31,7 @@ from common.levels import LevelSetError, parse_levels, progress
 from common.metrics import LearnerMetrics
 from common.model import ModelSpec
 from learner.batching import HostChunk, to_host
+from learner.levels import index_table
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,8 @@ class ActorInfo:
     chunks: int = 0
     outstanding: int = 0  # credits granted and not yet spent on a message that arrived
     duplicates: int = 0  # chunks that arrived again
+    # its level indices -> the learner's (learner.levels.index_table); set at registration
+    level_table: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
 
 
 @dataclass
@@ -318,6 +322,7 @@ class Ingest:
         self.actors[identity] = ActorInfo(
             identity, msg.actor_id, msg.instance_id, frame_skip, level, time.monotonic(),
             outstanding=self.s.credits_per_actor,
+            level_table=index_table(_levels_of(level), self.s.levels),
         )  # fmt: skip
         log.info("actor %d registered (%s, %d envs)", msg.actor_id, level, msg.num_envs)
         outside = [lv for lv in _levels_of(level) if lv not in self.s.levels]
@@ -398,6 +403,19 @@ class Ingest:
             )
             self._give_credit(info)
             return
+        top = int(chunk.arrays["level"].max())
+        if top >= len(info.level_table):
+            self.metrics.chunks.labels("rejected").inc()
+            self.metrics.reject("spec")
+            log.warning(
+                "chunk from actor %d names level index %d, but its set %r has %d levels",
+                info.actor_id,
+                top,
+                info.level,
+                len(info.level_table),
+            )
+            self._give_credit(info)
+            return
         self._seqs[chunk.instance_id] = chunk.seq  # a valid chunk: stale or accepted, it is seen
         self._seqs.move_to_end(chunk.instance_id)
         if len(self._seqs) > SEQ_MEMORY:
@@ -407,7 +425,7 @@ class Ingest:
             self.metrics.chunks.labels("stale").inc()
             self._give_credit(info)
             return
-        host = to_host(chunk, info.frame_skip, self.s.pin_memory)
+        host = to_host(chunk, info.frame_skip, self.s.pin_memory, info.level_table)
         info.chunks += 1
         self.metrics.chunks.labels("accepted").inc()
         with self.cond:

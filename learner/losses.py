@@ -1,4 +1,5 @@
-"""Policy-loss math for sample reuse: the clipped surrogate and advantage normalisation.
+"""Policy-loss math for sample reuse: the clipped surrogate and advantage normalisation, over a
+minibatch or per group (a run's levels).
 
 Pure functions of tensors; shapes are time-major `[T, B]` (any shape works elementwise).
 
@@ -52,16 +53,59 @@ def clipped_surrogate(log_ratio: Tensor, advantages: Tensor, clip: float) -> Sur
     return SurrogateReturns(loss, (clipped < unclipped).detach())
 
 
-def normalize_advantages(advantages: Tensor, eps: float = 1e-8) -> Tensor:
+# Group indices are a chunk's uint8 `level`: at most this many groups
+MAX_GROUPS = 256
+
+
+class GroupMoments(NamedTuple):
+    count: Tensor  # [MAX_GROUPS] elements per group
+    mean: Tensor  # [MAX_GROUPS] 0 where a group is empty
+    std: Tensor  # [MAX_GROUPS] population std, 0 where a group is empty
+
+
+def group_moments(values: Tensor, groups: Tensor) -> GroupMoments:
+    """Count, mean and population std of `values` within each group.
+
+    Args:
+        values: [T, B] float.
+        groups: [T, B] integer group of each element, in [0, MAX_GROUPS).
+    """
+    v = values.detach().reshape(-1).float()
+    g = groups.reshape(-1).long()
+    count = torch.zeros(MAX_GROUPS, device=v.device).index_add_(0, g, torch.ones_like(v))
+    n = count.clamp(min=1.0)
+    mean = torch.zeros(MAX_GROUPS, device=v.device).index_add_(0, g, v) / n
+    var = torch.zeros(MAX_GROUPS, device=v.device).index_add_(0, g, (v - mean[g]) ** 2) / n
+    return GroupMoments(count, mean, var.sqrt())
+
+
+def normalize_advantages(
+    advantages: Tensor, groups: Tensor | None = None, eps: float = 1e-8
+) -> Tensor:
     """(A - mean A) / (std A + eps) over every element: the policy step's scale no longer depends
     on the reward's (as PPO implementations and Sample Factory do per minibatch).
 
+    With `groups`, each group's elements are normalised by their own mean and std, so that every
+    group (a level of the run's set) weighs alike in the policy step however large its
+    advantages are, as multi-task PopArt does per task (Hessel et al. 2019, "Multi-task Deep
+    Reinforcement Learning with PopArt"). One group is the plain normalisation.
+
     Args:
-        advantages: [T, B]; with a single element the result is 0.
+        advantages: [T, B]; an element alone in its group (or in the minibatch) becomes 0.
+        groups: [T, B] integer group of each element, in [0, MAX_GROUPS), or None.
     Returns:
         [T, B], detached.
     """
     adv = advantages.detach()
-    if adv.numel() < 2:
-        return torch.zeros_like(adv)
-    return (adv - adv.mean()) / (adv.std(unbiased=False) + eps)
+    if groups is None:
+        if adv.numel() < 2:
+            return torch.zeros_like(adv)
+        return (adv - adv.mean()) / (adv.std(unbiased=False) + eps)
+    if groups.shape != adv.shape:
+        raise ValueError(
+            f"groups {list(groups.shape)} must have the advantages' shape {list(adv.shape)}"
+        )
+    m = group_moments(adv, groups)
+    g = groups.long()
+    out = (adv - m.mean[g].to(adv.dtype)) / (m.std[g].to(adv.dtype) + eps)
+    return torch.where(m.count[g] < 2, torch.zeros_like(out), out)

@@ -144,7 +144,7 @@ class Telemetry:
         row |= {"entropy": entropy, "grad_norm": grad_norm, "clip_fraction": clip_fraction}
         row |= {"epochs": stats.epochs, "value_scale": value_scale}
         row |= {"sgd_steps": self.learner.sgd_steps, **loss, **self._record_replay()}
-        row |= self._record_levels()
+        row |= self._record_levels(stats)
         append_lines(self.run.metrics, [json.dumps(row)])
         if self.tensorboard is not None:
             self.tensorboard.write(row)
@@ -165,21 +165,27 @@ class Telemetry:
                 m.replay_priority.labels(stat).set(v)
         return {"replay_size": r.size, "replay_sample_insert_ratio": self.mixer.sample_insert_ratio}
 
-    def _record_levels(self) -> dict[str, dict]:
-        """Each level's window statistics and schedule weight as gauges; their part of the
-        metrics.jsonl row: {"levels": {level: {"progress", "flag_rate", "weight"}}}."""
+    def _record_levels(self, stats: UpdateStats) -> dict[str, dict]:
+        """Each level's window statistics, schedule weight and the last update's advantage
+        scale as gauges; their part of the metrics.jsonl row: {"levels": {level: {"progress",
+        "flag_rate", "weight", "advantage_std"}}}."""
         if self.levels is None:
             return {}
         m, weights = self.metrics, self.levels.weights()
+        steps, adv_std = stats.level_steps.tolist(), stats.level_advantage_std.tolist()
         out = {}
-        for level, s in self.levels.summary().items():
+        for i, (level, s) in enumerate(self.levels.summary().items()):
             weight = weights.get(level, 1.0 / len(self.levels.levels))
             if s.progress is not None:
                 m.level_progress.labels(level).set(s.progress)
             if s.flag_rate is not None:
                 m.level_flag_rate.labels(level).set(s.flag_rate)
             m.level_weight.labels(level).set(weight)
+            std = adv_std[i] if steps[i] >= 2 else None  # the learner's set order (index_table)
+            if std is not None:
+                m.level_advantage_std.labels(level).set(std)
             out[level] = {"progress": s.progress, "flag_rate": s.flag_rate, "weight": weight}
+            out[level]["advantage_std"] = std
         return {"levels": out}
 
     def _log_episodes(self, totals: Totals) -> None:

@@ -8,6 +8,7 @@ speeds line up (TensorBoard's "relative" and "wall" axes give the time):
     level/<level>/progress       mean progress of the level's newest --level-window episodes
     level/<level>/flag_rate      their flag rate
     level/<level>/weight         the probability that actors draw the level
+    level/<level>/advantage_std  the std of its advantages in the last update, before normalising
     levels/mean_progress         the mean over the set's levels, each alike (those with a figure)
     levels/mean_flag_rate
     episodes/mean_max_x          over the episodes of the last record, all levels together
@@ -38,7 +39,12 @@ ROW_TAGS = {
     "baseline_loss": "loss/baseline",
     "entropy": "policy/entropy",
 }
-LEVEL_TAGS = {"progress": "progress", "flag_rate": "flag_rate", "weight": "weight"}
+LEVEL_TAGS = {
+    "progress": "progress",
+    "flag_rate": "flag_rate",
+    "weight": "weight",
+    "advantage_std": "advantage_std",
+}
 
 
 def problems() -> list[str]:

@@ -37,7 +37,7 @@ from common.stacking import STACK, stack_frames
 from learner import vtrace
 from learner.batching import Batch, select
 from learner.config import LearnerConfig
-from learner.losses import clipped_surrogate, normalize_advantages
+from learner.losses import MAX_GROUPS, clipped_surrogate, normalize_advantages
 from learner.popart import PopArt
 from learner.return_norm import ReturnNorm
 
@@ -64,6 +64,7 @@ class Hyper(NamedTuple):
     minibatches: int  # optimizer steps per pass, each on a disjoint set of whole sequences
     ppo_clip: float  # > 0: PPO's clipped surrogate on pi/mu (APPO); 0: IMPALA's gradient
     normalize_advantages: bool  # per minibatch, zero mean and unit variance
+    advantage_norm_by: str  # "minibatch": over all its steps; "level": each level's steps apart
     precision: str  # "fp32", or "bf16": the network under bfloat16 autocast
 
     @classmethod
@@ -87,6 +88,8 @@ class UpdateStats(NamedTuple):
     clip_fraction: torch.Tensor  # share of steps whose surrogate took the clipped branch
     sgd_steps: int  # optimizer steps taken (epochs x minibatches)
     epochs: int  # passes made over the batch
+    level_steps: torch.Tensor  # [MAX_GROUPS] steps of each level index in the batch
+    level_advantage_std: torch.Tensor  # [MAX_GROUPS] std of its raw advantages, first pass
 
 
 def final_stacks(batch: Batch) -> torch.Tensor:
@@ -271,6 +274,7 @@ class Losses(NamedTuple):
     entropy: torch.Tensor
     clip_fraction: torch.Tensor
     priorities: torch.Tensor  # [N]
+    advantages: torch.Tensor  # [T, N] the surrogate's advantages before normalisation, detached
 
 
 def loss_and_stats(
@@ -293,12 +297,13 @@ def loss_and_stats(
         log_pi = vtrace.action_log_probs(fwd.logits[:T], batch.actions)  # [T, N]
         log_rhos = log_pi - targets.behaviour_log_probs
     w = batch.weights[None, :]  # [1, N] replay importance weights
+    groups = batch.level if hyper.advantage_norm_by == "level" else None  # [T, N]
     # ---- policy: IMPALA's rho-weighted gradient, or APPO's clipped surrogate on pi/mu --------
     clip_fraction = torch.zeros((), device=w.device)
     if hyper.ppo_clip > 0:
         adv = advantages  # [T, N]
         if hyper.normalize_advantages:
-            adv = normalize_advantages(adv)
+            adv = normalize_advantages(adv, groups)
         surrogate = clipped_surrogate(log_rhos, adv, hyper.ppo_clip)  # [T, N]
         pg_loss = (surrogate.loss * w).mean()
         clip_fraction = surrogate.clipped.float().mean()
@@ -306,7 +311,7 @@ def loss_and_stats(
         # rho-weighted (Sec. 4.2)
         adv = vtrace.weighted_advantages(log_rhos, advantages, hyper.clip_pg_rho_threshold)
         if hyper.normalize_advantages:
-            adv = normalize_advantages(adv)
+            adv = normalize_advantages(adv, groups)
         pg_loss = -(log_pi * adv * w).mean()
     # ---- value: regress V(x_s) on v_s, in normalised units when a value norm is on ----------
     if value_norm is None:
@@ -323,7 +328,13 @@ def loss_and_stats(
     # data the value function has not learned yet (the analogue of PER's |TD error|).
     priorities = (vs - fwd.values[:T].detach()).abs().mean(dim=0)  # [N]
     return Losses(
-        total, pg_loss.detach(), baseline_loss.detach(), entropy.detach(), clip_fraction, priorities
+        total,
+        pg_loss.detach(),
+        baseline_loss.detach(),
+        entropy.detach(),
+        clip_fraction,
+        priorities,
+        advantages.detach(),
     )
 
 
@@ -379,6 +390,8 @@ class Learner:
         sums = torch.zeros(5, device=device)  # total, pg, baseline, entropy, clip fraction
         steps = 0
         grad_norm = torch.zeros((), device=device)
+        # count, sum and sum of squares of the first pass's raw advantages, per level index
+        level_sums = torch.zeros(3, MAX_GROUPS, device=device)
         whole = self.hyper.minibatches == 1
         fixed = (
             batch_targets(self.model, batch, self.hyper, self.value_norm)
@@ -406,6 +419,8 @@ class Learner:
                         priorities = losses.priorities
                     else:
                         priorities[index] = losses.priorities
+                    adv, lv = losses.advantages.float().reshape(-1), sub.level.reshape(-1)
+                    level_sums.index_add_(1, lv, torch.stack([torch.ones_like(adv), adv, adv**2]))
                 sums += torch.stack(
                     [
                         losses.total.detach(),
@@ -419,6 +434,9 @@ class Learner:
         self.updates += 1
         self.sgd_steps += steps
         means = sums / steps
+        count, total, squares = level_sums
+        n_ = count.clamp(min=1.0)
+        level_std = (squares / n_ - (total / n_) ** 2).clamp(min=0.0).sqrt()
         return UpdateStats(
             means[0],
             means[1],
@@ -429,4 +447,6 @@ class Learner:
             means[4],
             steps,
             passes,
+            count,
+            level_std,
         )

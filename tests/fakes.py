@@ -110,10 +110,12 @@ def make_chunk(
     W: int = 5,
     A: int = 7,
     C: int = 0,
+    levels: int = 1,
     **fields,
 ) -> wire.Chunk:
     """A random valid chunk: some steps terminated, some truncated (never both), a core state of
-    width C (zero where step 0 starts an episode); `fields` override the message's other fields."""
+    width C (zero where step 0 starts an episode), each step's level drawn from a set of `levels`
+    (all 0 for one); `fields` override the message's other fields."""
     rng = np.random.default_rng(seed)
     a = chunk.new_arrays({"T": T, "K": K, "H": H, "W": W, "A": A, "C": C})
     ends = rng.integers(0, 5, size=(T, K))  # 0: terminated, 1: truncated, else: goes on
@@ -129,6 +131,8 @@ def make_chunk(
     a["behaviour_logits"][:] = rng.standard_normal((T, K, A))
     a["last_actions"][:] = np.where(a["first"][3], A, rng.integers(0, A, size=K))
     a["core_state"][:] = np.where(a["first"][3, :, None], 0.0, rng.standard_normal((K, C)))
+    if levels > 1:
+        a["level"][:] = rng.integers(0, levels, size=(T, K))
     episodes = (
         wire.EpisodeStats(
             level="1-1", episode_return=12.5, length=33, max_x=410, flag=False, outcome="death"

@@ -152,8 +152,10 @@ def test_specs_must_be_flat():
 
 def test_frame_count_and_frame_size():
     frames = as_bytes(encode(make_chunk()))
-    rejects(frames[:-1], "expected 12 frames, got 11")
-    rejects([*frames, b""], "expected 12 frames, got 13")
+    n = len(frames)  # the header and one frame per array of the layout
+    assert n == 1 + len(chunk.LAYOUT)
+    rejects(frames[:-1], f"expected {n} frames, got {n - 1}")
+    rejects([*frames, b""], f"expected {n} frames, got {n + 1}")
     rejects([], "non-empty")
     slot = array_slot(frames, "rewards")
     short = [*frames[:slot], frames[slot][:-1], *frames[slot + 1 :]]

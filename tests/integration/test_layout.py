@@ -23,8 +23,8 @@ from learner.batching import (
     to_sequences,
 )
 
-LEVEL_ID = chunk.ChunkArray("level_id", "uint8", ("T", "K"), device_dtype="int64")
-LAYOUT = (*chunk.LAYOUT, LEVEL_ID)
+EXTRA_ID = chunk.ChunkArray("extra_id", "uint8", ("T", "K"), device_dtype="int64")
+LAYOUT = (*chunk.LAYOUT, EXTRA_ID)
 T, K = 4, 2
 
 
@@ -38,7 +38,7 @@ def finished_chunks(lanes: int) -> list:
         lane = Lane([FrameEnv(spec) for _ in range(K)], T, 7, LAYOUT)
         for _ in range(T):
             lane.act(rng.integers(0, 7, size=K), np.zeros((K, 7), np.float32), 0)
-            lane.arrays["level_id"][lane.t] = [10 * i + k for k in range(K)]  # the producer
+            lane.arrays["extra_id"][lane.t] = [10 * i + k for k in range(K)]  # the producer
             lane.step()
         out += lane.take_finished()
     return out
@@ -51,26 +51,26 @@ def test_an_extra_array_travels_from_the_actor_to_replay():
     received = [wire.decode(wire.encode(m), layout=LAYOUT) for m in sent]
     assert received == sent
     batch = collate([to_host(m, 1, pin=False) for m in received], torch.device("cpu"), LAYOUT)
-    assert batch.level_id.dtype == torch.int64  # its device dtype, as declared
-    assert batch.level_id.tolist() == [[0, 1, 10, 11]] * T  # [T, N]: the chunks' envs side by side
+    assert batch.extra_id.dtype == torch.int64  # its device dtype, as declared
+    assert batch.extra_id.tolist() == [[0, 1, 10, 11]] * T  # [T, N]: the chunks' envs side by side
     index = torch.tensor([3, 0])
     sub = select(batch, index, LAYOUT)
-    assert sub.level_id.tolist() == [[11, 0]] * T
+    assert sub.extra_id.tolist() == [[11, 0]] * T
     torch.testing.assert_close(sub.frames, batch.frames[:, index])  # the other arrays alike
     stored = to_sequences(sub, LAYOUT)  # replay's form: [N, ...]
-    assert stored["level_id"].tolist() == [[11] * T, [0] * T]
+    assert stored["extra_id"].tolist() == [[11] * T, [0] * T]
     back = from_sequences(stored, sub.weights, LAYOUT)
     for name, tensor in vars(sub).items():
         torch.testing.assert_close(getattr(back, name), tensor, rtol=0, atol=0)
     example = sequence_example({"T": T, "H": 84, "W": 84, "A": 7, "C": 0}, LAYOUT)
-    assert example["level_id"].shape == (T,) and example["level_id"].dtype == torch.int64
+    assert example["extra_id"].shape == (T,) and example["extra_id"].dtype == torch.int64
 
 
 def test_the_real_layout_refuses_the_extra_array_on_both_sides():
     cfg = ActorConfig(level="tests.fakes:Corridor-v0", frame_skip=1)
     (finished,) = finished_chunks(1)
-    with pytest.raises(wire.ProtocolError, match=r"unexpected \['level_id'\]"):
+    with pytest.raises(wire.ProtocolError, match=r"unexpected \['extra_id'\]"):
         to_wire_chunk(cfg, "inst", 0, finished)  # the sender's check
     frames = wire.encode(to_wire_chunk(cfg, "inst", 0, finished, LAYOUT))
-    with pytest.raises(wire.ProtocolError, match="chunk.level_id is not a chunk array"):
+    with pytest.raises(wire.ProtocolError, match="chunk.extra_id is not a chunk array"):
         wire.decode(frames)  # the receiver's

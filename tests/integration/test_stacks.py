@@ -8,6 +8,8 @@ previous actions the learner derives from the actions and `first` flags.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -18,9 +20,11 @@ from actor.rollout import Lane
 from common import wire
 from common.env import FrameEnv
 from common.env_spec import EnvSpec
+from common.levels import parse_levels
 from common.stacking import stack_frames
 from learner.batching import collate
 from learner.ingest import to_host
+from learner.levels import index_table
 from learner.update import final_previous_actions, final_stacks, previous_actions
 
 
@@ -108,3 +112,31 @@ def test_mario_stacks_across_deaths_and_chunks():
         torch.testing.assert_close(rebuilt[:16], seen[i], rtol=0, atol=0)
         last = previous_actions(batch, chunk.num_actions)[:16]
         torch.testing.assert_close(last, seen_last[i], rtol=0, atol=0)
+
+
+def test_the_learner_knows_the_level_of_every_step_the_actor_played():
+    """Real emulators of a set, levels drawn anew at every episode end (some inside a chunk):
+    each step's level, as the learner's batch holds it in the learner's own set order, is the
+    level the env played at that step."""
+    cfg = ActorConfig(level="1-1,1-2")
+    spec = EnvSpec(level=cfg.level, no_progress_steps=3)  # NOOP never moves: a cut every 3 steps
+    envs = [FrameEnv(spec, seed=(0, k)) for k in range(2)]
+    T = 8
+    lane = Lane(envs, T, envs[0].num_actions)
+    learners = ("1-2", "1-1")  # the learner names the set in another order
+    table = index_table(parse_levels(cfg.level), learners)
+    played, switches = [], 0
+    for i in range(3):
+        truth = []
+        for _t in range(T):
+            truth.append([learners.index(env.level) for env in envs])  # before the step
+            lane.act(np.zeros(2, np.int64), np.zeros((2, lane.A), np.float32), 0)
+            lane.step()
+        (done,) = lane.take_finished()
+        chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", i, done)))
+        batch = collate([to_host(chunk, 4, pin=False, level_table=table)], torch.device("cpu"))
+        assert batch.level.tolist() == truth  # [T, N]
+        played += [lv for row in truth for lv in row]
+        switches += sum(a[k] != b[k] for a, b in itertools.pairwise(truth) for k in range(2))
+    assert set(played) == {0, 1}, "the test must see both levels"
+    assert switches > 0, "a level must change inside a chunk"

@@ -254,6 +254,38 @@ def test_episodes_reach_the_level_statistics_and_foreign_levels_are_named(caplog
         ing.stop()
 
 
+def test_each_steps_level_becomes_its_index_in_the_learners_set_and_a_bad_index_is_refused(
+    caplog,
+):
+    settings = ingest_settings(levels=("1-1", "1-2"))
+    port = free_port(2)
+    ing = Ingest(settings, LearnerMetrics(), lambda: 0, host="127.0.0.1", port=port)
+    ing.start()
+    try:
+        c = Client(port)
+        c.send(register(env_spec={**ENV, "level": "1-2,4-1,1-1"}))
+        assert c.recv() == WELCOME
+        sent = chunk(levels=3)
+        assert set(np.unique(sent.arrays["level"])) == {0, 1, 2}
+        c.send(sent)
+        assert isinstance(c.recv(), wire.Credit)
+        (got,) = ing.take(1, timeout_s=2)
+        learners = np.array([1, 255, 0])  # 1-2 is the learner's 1, 4-1 outside it, 1-1 its 0
+        assert got.arrays["level"].numpy().tolist() == learners[sent.arrays["level"]].tolist()
+        bad = chunk(seq=1)
+        bad.arrays["level"][2, 1] = 3  # the actor's set has three levels
+        with caplog.at_level("WARNING"):
+            c.send(bad)
+            wait_for(
+                lambda: counter(ing, "mario_learner_messages_rejected_total", reason="spec") == 1
+            )
+        assert "names level index 3, but its set '1-2,4-1,1-1' has 3 levels" in caplog.text
+        assert isinstance(c.recv(), wire.Credit)  # its credit comes back
+        assert len(ing.queue) == 0
+    finally:
+        ing.stop()
+
+
 def test_a_chunk_that_arrives_again_is_dropped_and_counted_once(ingest):
     c = Client(ingest.port)
     c.send(register())

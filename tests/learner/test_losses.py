@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from learner.losses import clipped_surrogate, normalize_advantages
+from learner.losses import clipped_surrogate, group_moments, normalize_advantages
 
 
 def surrogate_reference(log_ratio: list[float], adv: list[float], eps: float) -> list[float]:
@@ -75,3 +75,32 @@ def test_normalize_advantages_edge_cases():
     assert torch.all(same == 0)  # constant advantages: no direction, no blow-up
     x = torch.randn(3, 3, requires_grad=True)
     assert not normalize_advantages(x).requires_grad
+
+
+def test_per_group_normalisation_matches_a_reference_group_by_group():
+    g = torch.Generator().manual_seed(0)
+    groups = torch.randint(0, 3, (6, 5), generator=g)
+    groups[0, 0] = 7  # a group of one element
+    scale = torch.tensor([1.0, 50.0, 0.1, 1, 1, 1, 1, 3.0])[groups]  # very different scales
+    adv = torch.randn(6, 5, generator=g) * scale + 4.0
+    got = normalize_advantages(adv, groups)
+    for group in groups.unique().tolist():
+        where = (groups == group).flatten().tolist()
+        values = [v for v, w in zip(adv.flatten().tolist(), where, strict=True) if w]
+        if len(values) < 2:
+            want = [0.0]
+        else:
+            mean = sum(values) / len(values)
+            std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+            want = [(v - mean) / (std + 1e-8) for v in values]
+        torch.testing.assert_close(got[groups == group], torch.tensor(want), rtol=1e-5, atol=1e-5)
+    m = group_moments(adv, groups)
+    assert m.count[:3].sum() == 29 and m.count[7] == 1 and m.count[3:7].sum() == 0
+
+
+def test_one_group_is_the_plain_normalisation_and_shapes_must_agree():
+    adv = torch.randn(4, 3) * 7
+    same = normalize_advantages(adv, torch.full((4, 3), 5))
+    torch.testing.assert_close(same, normalize_advantages(adv), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="groups \\[4, 2\\] must have the advantages' shape"):
+        normalize_advantages(adv, torch.zeros(4, 2, dtype=torch.long))

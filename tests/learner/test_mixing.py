@@ -25,6 +25,7 @@ def batch(n: int, seed: int) -> Batch:
         final_t=torch.full((n,), -1),
         last_actions=torch.randint(0, A + 1, (n,), generator=g),
         core_state=torch.randn(n, 4, generator=g),  # replay keeps a recurrent core's state too
+        level=torch.randint(0, 4, (T, n), generator=g),  # and each step's level
         weights=torch.ones(n),
     )
 

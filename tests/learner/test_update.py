@@ -10,8 +10,10 @@ from torch.nn import functional as F
 
 from common.model import ActorCritic, ModelSpec
 from common.stacking import stack_frames
+from learner import vtrace
 from learner.batching import Batch, sequence_axes
 from learner.config import LearnerConfig
+from learner.losses import clipped_surrogate, normalize_advantages
 from learner.update import (
     Hyper,
     Learner,
@@ -32,7 +34,9 @@ def replaced(batch: Batch, **arrays) -> Batch:
     return Batch(**(vars(batch) | arrays))
 
 
-def make_batch(T: int, N: int, *, terminated=None, truncated=None, final_t=None, seed=0) -> Batch:
+def make_batch(
+    T: int, N: int, *, terminated=None, truncated=None, final_t=None, level=None, seed=0
+) -> Batch:
     g = torch.Generator().manual_seed(seed)
     frames = torch.randint(0, 256, (T + 4, N, H, W), dtype=torch.uint8, generator=g)
     first = torch.zeros(T + 4, N, dtype=torch.bool)
@@ -52,6 +56,7 @@ def make_batch(T: int, N: int, *, terminated=None, truncated=None, final_t=None,
         final_t=torch.full((N,), -1) if final_t is None else final_t,
         last_actions=torch.full((N,), A),  # step 0 starts an episode: no previous action
         core_state=torch.zeros(N, 0),  # a network without a recurrent core
+        level=torch.zeros(T, N, dtype=torch.int64) if level is None else level,  # a set of one
         weights=torch.ones(N),
     )
 
@@ -180,6 +185,50 @@ def test_select_keeps_sequences_whole():
         full, part = getattr(b, name), getattr(sub, name)
         torch.testing.assert_close(part, full.index_select(dim, torch.tensor([3, 1])))
     assert sub.final_t.tolist() == [0, 1]
+
+
+def test_an_update_reports_each_levels_advantage_scale_before_normalising(model):
+    levels = torch.tensor([0, 2, 2, 0, 2, 5])[None, :].repeat(4, 1)  # [T, N]
+    levels[2:, 3] = 2  # an episode on another level starts inside sequence 3
+    batch = on_policy(model, make_batch(4, 6, seed=8, level=levels))
+    held = batch_targets(model, batch, hyper())  # the first pass's advantages: the held ones
+    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-4), hyper())
+    stats = learner.step(batch)
+    assert stats.level_steps.tolist()[:6] == [6, 0, 14, 0, 0, 4]
+    for level in (0, 2, 5):
+        want = held.advantages[levels == level].double().std(unbiased=False)
+        assert float(stats.level_advantage_std[level]) == pytest.approx(float(want), rel=1e-4)
+
+
+def test_advantages_are_normalised_per_level_when_asked(model):
+    """One level: the same update as the minibatch's normalisation. Two levels whose rewards
+    differ 100-fold: the policy loss is the surrogate on each level's own normalisation."""
+    batch = on_policy(model, make_batch(4, 4, seed=9))
+    by_level = hyper(advantage_norm_by="level")
+    state = copy.deepcopy(model.state_dict())
+    updated = []
+    for settings in (hyper(), by_level):
+        model.load_state_dict(state)
+        Learner(model, torch.optim.SGD(model.parameters(), lr=0.1), settings).step(batch)
+        updated.append([p.detach().clone() for p in model.parameters()])
+    for a, b in zip(*updated, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    model.load_state_dict(state)
+    levels = torch.tensor([[0, 0, 1, 1]]).repeat(4, 1)  # [T, N]
+    two = make_batch(4, 4, seed=9, level=levels)  # off policy: pi/mu differs from 1
+    two = replaced(two, rewards=two.rewards * torch.tensor([1.0, 1, 100, 100]))
+    held = batch_targets(model, two, hyper())
+    log_pi = vtrace.action_log_probs(
+        forward_and_targets(model, two, hyper()).logits[:4], two.actions
+    )
+    pg = {}
+    for name, settings, groups in (("minibatch", hyper(), None), ("level", by_level, levels)):
+        want = clipped_surrogate(
+            log_pi - held.behaviour_log_probs, normalize_advantages(held.advantages, groups), 0.1
+        ).loss.mean()
+        pg[name] = float(loss_and_stats(model, two, settings, targets=held).pg)
+        assert pg[name] == pytest.approx(float(want), rel=1e-4, abs=1e-6)
+    assert pg["minibatch"] != pytest.approx(pg["level"], rel=1e-2)
 
 
 def test_epochs_times_minibatches_optimizer_steps_one_policy_version(model):
