@@ -63,20 +63,28 @@ class GroupMoments(NamedTuple):
     std: Tensor  # [MAX_GROUPS] population std, 0 where a group is empty
 
 
-def group_moments(values: Tensor, groups: Tensor) -> GroupMoments:
-    """Count, mean and population std of `values` within each group.
+def group_sums(values: Tensor, groups: Tensor, into: Tensor | None = None) -> Tensor:
+    """[3, MAX_GROUPS] float64: the count, sum and sum of squares of `values` within each group,
+    added to `into` (the sums so far, e.g. of earlier minibatches) when given.
 
     Args:
         values: [T, B] float.
         groups: [T, B] integer group of each element, in [0, MAX_GROUPS).
     """
-    v = values.detach().reshape(-1).float()
-    g = groups.reshape(-1).long()
-    count = torch.zeros(MAX_GROUPS, device=v.device).index_add_(0, g, torch.ones_like(v))
+    v = values.detach().reshape(-1).double()
+    terms = torch.stack([torch.ones_like(v), v, v * v])  # [3, T*B]
+    if into is None:
+        into = torch.zeros(3, MAX_GROUPS, dtype=v.dtype, device=v.device)
+    return into.index_add(1, groups.reshape(-1).long(), terms)
+
+
+def group_moments(sums: Tensor) -> GroupMoments:
+    """Count, mean and population std per group from `group_sums`, as float32."""
+    count, total, squares = sums
     n = count.clamp(min=1.0)
-    mean = torch.zeros(MAX_GROUPS, device=v.device).index_add_(0, g, v) / n
-    var = torch.zeros(MAX_GROUPS, device=v.device).index_add_(0, g, (v - mean[g]) ** 2) / n
-    return GroupMoments(count, mean, var.sqrt())
+    mean = total / n
+    std = (squares / n - mean**2).clamp(min=0.0).sqrt()
+    return GroupMoments(count.float(), mean.float(), std.float())
 
 
 def normalize_advantages(
@@ -105,7 +113,7 @@ def normalize_advantages(
         raise ValueError(
             f"groups {list(groups.shape)} must have the advantages' shape {list(adv.shape)}"
         )
-    m = group_moments(adv, groups)
+    m = group_moments(group_sums(adv, groups))
     g = groups.long()
     out = (adv - m.mean[g].to(adv.dtype)) / (m.std[g].to(adv.dtype) + eps)
     return torch.where(m.count[g] < 2, torch.zeros_like(out), out)

@@ -37,7 +37,7 @@ from common.stacking import STACK, stack_frames
 from learner import vtrace
 from learner.batching import Batch, select
 from learner.config import LearnerConfig
-from learner.losses import MAX_GROUPS, clipped_surrogate, normalize_advantages
+from learner.losses import clipped_surrogate, group_moments, group_sums, normalize_advantages
 from learner.popart import PopArt
 from learner.return_norm import ReturnNorm
 
@@ -390,8 +390,7 @@ class Learner:
         sums = torch.zeros(5, device=device)  # total, pg, baseline, entropy, clip fraction
         steps = 0
         grad_norm = torch.zeros((), device=device)
-        # count, sum and sum of squares of the first pass's raw advantages, per level index
-        level_sums = torch.zeros(3, MAX_GROUPS, device=device)
+        level_sums = None  # the first pass's raw advantages per level index (group_sums)
         whole = self.hyper.minibatches == 1
         fixed = (
             batch_targets(self.model, batch, self.hyper, self.value_norm)
@@ -419,8 +418,7 @@ class Learner:
                         priorities = losses.priorities
                     else:
                         priorities[index] = losses.priorities
-                    adv, lv = losses.advantages.float().reshape(-1), sub.level.reshape(-1)
-                    level_sums.index_add_(1, lv, torch.stack([torch.ones_like(adv), adv, adv**2]))
+                    level_sums = group_sums(losses.advantages, sub.level, level_sums)
                 sums += torch.stack(
                     [
                         losses.total.detach(),
@@ -434,9 +432,7 @@ class Learner:
         self.updates += 1
         self.sgd_steps += steps
         means = sums / steps
-        count, total, squares = level_sums
-        n_ = count.clamp(min=1.0)
-        level_std = (squares / n_ - (total / n_) ** 2).clamp(min=0.0).sqrt()
+        levels = group_moments(level_sums)
         return UpdateStats(
             means[0],
             means[1],
@@ -447,6 +443,6 @@ class Learner:
             means[4],
             steps,
             passes,
-            count,
-            level_std,
+            levels.count,
+            levels.std,
         )

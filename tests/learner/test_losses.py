@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from learner.losses import clipped_surrogate, group_moments, normalize_advantages
+from learner.losses import clipped_surrogate, group_moments, group_sums, normalize_advantages
 
 
 def surrogate_reference(log_ratio: list[float], adv: list[float], eps: float) -> list[float]:
@@ -94,7 +94,7 @@ def test_per_group_normalisation_matches_a_reference_group_by_group():
             std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
             want = [(v - mean) / (std + 1e-8) for v in values]
         torch.testing.assert_close(got[groups == group], torch.tensor(want), rtol=1e-5, atol=1e-5)
-    m = group_moments(adv, groups)
+    m = group_moments(group_sums(adv, groups))
     assert m.count[:3].sum() == 29 and m.count[7] == 1 and m.count[3:7].sum() == 0
 
 

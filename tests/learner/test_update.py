@@ -13,7 +13,6 @@ from common.stacking import stack_frames
 from learner import vtrace
 from learner.batching import Batch, sequence_axes
 from learner.config import LearnerConfig
-from learner.losses import clipped_surrogate, normalize_advantages
 from learner.update import (
     Hyper,
     Learner,
@@ -70,12 +69,14 @@ def on_policy(model: ActorCritic, batch: Batch) -> Batch:
     return replaced(batch, behaviour_logits=logits)
 
 
-@pytest.fixture
-def model():
+def new_model() -> ActorCritic:
     torch.manual_seed(0)
     net = ActorCritic(ModelSpec(num_actions=A))
     torch.nn.init.normal_(net.last_action.weight)  # as if trained: the previous action matters
     return net
+
+
+model = pytest.fixture(name="model")(new_model)
 
 
 def hyper(**changes) -> Hyper:
@@ -187,50 +188,6 @@ def test_select_keeps_sequences_whole():
     assert sub.final_t.tolist() == [0, 1]
 
 
-def test_an_update_reports_each_levels_advantage_scale_before_normalising(model):
-    levels = torch.tensor([0, 2, 2, 0, 2, 5])[None, :].repeat(4, 1)  # [T, N]
-    levels[2:, 3] = 2  # an episode on another level starts inside sequence 3
-    batch = on_policy(model, make_batch(4, 6, seed=8, level=levels))
-    held = batch_targets(model, batch, hyper())  # the first pass's advantages: the held ones
-    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-4), hyper())
-    stats = learner.step(batch)
-    assert stats.level_steps.tolist()[:6] == [6, 0, 14, 0, 0, 4]
-    for level in (0, 2, 5):
-        want = held.advantages[levels == level].double().std(unbiased=False)
-        assert float(stats.level_advantage_std[level]) == pytest.approx(float(want), rel=1e-4)
-
-
-def test_advantages_are_normalised_per_level_when_asked(model):
-    """One level: the same update as the minibatch's normalisation. Two levels whose rewards
-    differ 100-fold: the policy loss is the surrogate on each level's own normalisation."""
-    batch = on_policy(model, make_batch(4, 4, seed=9))
-    by_level = hyper(advantage_norm_by="level")
-    state = copy.deepcopy(model.state_dict())
-    updated = []
-    for settings in (hyper(), by_level):
-        model.load_state_dict(state)
-        Learner(model, torch.optim.SGD(model.parameters(), lr=0.1), settings).step(batch)
-        updated.append([p.detach().clone() for p in model.parameters()])
-    for a, b in zip(*updated, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    model.load_state_dict(state)
-    levels = torch.tensor([[0, 0, 1, 1]]).repeat(4, 1)  # [T, N]
-    two = make_batch(4, 4, seed=9, level=levels)  # off policy: pi/mu differs from 1
-    two = replaced(two, rewards=two.rewards * torch.tensor([1.0, 1, 100, 100]))
-    held = batch_targets(model, two, hyper())
-    log_pi = vtrace.action_log_probs(
-        forward_and_targets(model, two, hyper()).logits[:4], two.actions
-    )
-    pg = {}
-    for name, settings, groups in (("minibatch", hyper(), None), ("level", by_level, levels)):
-        want = clipped_surrogate(
-            log_pi - held.behaviour_log_probs, normalize_advantages(held.advantages, groups), 0.1
-        ).loss.mean()
-        pg[name] = float(loss_and_stats(model, two, settings, targets=held).pg)
-        assert pg[name] == pytest.approx(float(want), rel=1e-4, abs=1e-6)
-    assert pg["minibatch"] != pytest.approx(pg["level"], rel=1e-2)
-
-
 def test_epochs_times_minibatches_optimizer_steps_one_policy_version(model):
     batch = on_policy(model, make_batch(4, 6, seed=6))
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
@@ -319,7 +276,6 @@ def test_batch_targets_equal_the_step_targets_at_the_first_step(model):
 def test_v_trace_runs_once_an_update_with_batch_targets(model, monkeypatch, targets, recursions):
     """With held targets an optimizer step needs only the ratios pi/mu: V-trace's recursion runs
     once an update (for the targets), not at each of its epochs x minibatches steps."""
-    from learner import vtrace
 
     calls = []
     real = vtrace.from_importance_weights
