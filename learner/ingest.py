@@ -259,6 +259,13 @@ class Ingest:
                 info.outstanding += info.owed
                 info.owed = 0
 
+    def _refuse_chunk(self, info: ActorInfo, why: str, *args: object) -> None:
+        """A chunk that does not fit the learner's spec: counted, logged, its credit returned."""
+        self.metrics.chunks.labels("rejected").inc()
+        self.metrics.reject("spec")
+        log.warning("chunk from actor %d " + why, info.actor_id, *args)
+        self._give_credit(info)
+
     def _give_credit(self, info: ActorInfo) -> None:
         """One credit back for a message that spent one: granted now, or owed while the queue is
         full."""
@@ -393,28 +400,16 @@ class Ingest:
         )
         got_shape = (chunk.unroll_length, chunk.frame_shape[0], chunk.num_actions, chunk.state_size)
         if got_shape != want_shape or chunk.frame_shape[0] != chunk.frame_shape[1]:
-            self.metrics.chunks.labels("rejected").inc()
-            self.metrics.reject("spec")
-            log.warning(
-                "chunk from actor %d has (T, frame, A, core state) %s, expected %s",
-                info.actor_id,
-                got_shape,
-                want_shape,
+            self._refuse_chunk(
+                info, "has (T, frame, A, core state) %s, expected %s", got_shape, want_shape
             )
-            self._give_credit(info)
             return
         top = int(chunk.arrays["level"].max())
         if top >= len(info.level_table):
-            self.metrics.chunks.labels("rejected").inc()
-            self.metrics.reject("spec")
-            log.warning(
-                "chunk from actor %d names level index %d, but its set %r has %d levels",
-                info.actor_id,
-                top,
-                info.level,
-                len(info.level_table),
+            n = len(info.level_table)
+            self._refuse_chunk(
+                info, "names level index %d, but its set %r has %d levels", top, info.level, n
             )
-            self._give_credit(info)
             return
         self._seqs[chunk.instance_id] = chunk.seq  # a valid chunk: stale or accepted, it is seen
         self._seqs.move_to_end(chunk.instance_id)
