@@ -92,6 +92,7 @@ class Actor:
             on_built=self.metrics.env_build_seconds.observe,
             on_failed=self.metrics.env_build_failures.inc,
             seed=(cfg.seed, cfg.actor_id),
+            spread=cfg.spread_levels,
         )
         self.num_actions = self.envs[0].num_actions
         self._show_schedule()

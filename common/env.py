@@ -45,7 +45,7 @@ import gymnasium as gym
 import numpy as np
 
 from common.env_spec import ACTION_SETS, BUTTON_BITS, EnvSpec
-from common.levels import LevelSchedule
+from common.levels import LevelSchedule, LevelSpread
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +106,15 @@ class FrameEnv:
         build_timeout_s: float = 60.0,
         on_level_failed: Callable[[], object] = lambda: None,
         build_retries: int = 2,
+        spread: LevelSpread | None = None,
+        slot: int = 0,
     ):
         """`seed` drives the draw of each episode's level from the set, the sticky actions and the
         no-op starts; `on_level_built(seconds)`
         is called for every emulator built after the first (the first is part of this
         constructor, which `build_envs` times), each under a `watchdog` of `build_timeout_s`,
         retried `build_retries` times after a failure (each one reported by `on_level_failed()`)
-        before EnvBuildError."""
+        before EnvBuildError. `spread` and `slot`: see `LevelSchedule`."""
         problems = spec.problems()
         if problems:
             raise ValueError("invalid env spec: " + "; ".join(problems))
@@ -121,7 +123,7 @@ class FrameEnv:
         self._out = np.zeros((size, size), np.uint8)
         self._half: np.ndarray | None = None
         seeds = (seed,) if isinstance(seed, int) else tuple(seed)
-        self.schedule = LevelSchedule(spec.levels, seeds)
+        self.schedule = LevelSchedule(spec.levels, seeds, spread, slot)
         self._rng = np.random.default_rng((*seeds, 1))  # sticky actions and no-op starts
         self._held = 0  # the buttons of the last NES frame (sticky actions)
         self._games: dict[str, Any] = {}  # level -> its emulator, built when first drawn
@@ -344,23 +346,29 @@ def build_envs(
     on_built: Callable[[float], object] = lambda seconds: None,
     on_failed: Callable[[], object] = lambda: None,
     seed: int | tuple[int, ...] = 0,
+    spread: bool = False,
 ) -> list[FrameEnv]:
     """Build `count` envs one after another, each reset once, timed and logged; `on_built(s)` is
     called with each env's build time (and each emulator an env builds later, for a level of its
     set it had not played), `on_failed()` at each failed attempt (for metrics). Env i draws its
-    levels with the seed (*seed, i).
+    levels with the seed (*seed, i); with `spread`, the schedule shares out the envs, not their
+    episodes (`LevelSpread`: with uniform weights and no more levels than envs, every level is
+    played at every moment).
 
     A build that raises is retried `retries` times with exponential backoff, then EnvBuildError;
     a build (or reset) that takes longer than `timeout_s` ends the process (see `watchdog`).
     """
     envs: list[FrameEnv] = []
+    shared = LevelSpread(len(spec.levels), count) if spread else None
     for i in range(count):
         for attempt in range(retries + 1):
             start = time.perf_counter()
             try:
                 with watchdog(timeout_s, f"building env {i} ({spec.level})"):
                     seeds = (seed,) if isinstance(seed, int) else seed
-                    env = FrameEnv(spec, (*seeds, i), on_built, timeout_s, on_failed, retries)
+                    env = FrameEnv(
+                        spec, (*seeds, i), on_built, timeout_s, on_failed, retries, shared, i
+                    )
                     env.reset()
             except ValueError:
                 raise  # a bad spec does not get better by retrying

@@ -1,0 +1,50 @@
+"""An actor shares its envs out over its set's levels (the default): over real sockets, with real
+emulators, every level of a set no larger than its envs is in its chunks at once, in equal
+steps; `--no-spread-levels` gives each env its own independent draws back."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from actor.config import ActorConfig
+from actor.main import Actor
+from tests import procs
+from tests.actor.test_welcome import FakeLearner
+
+
+def chunk_levels(cfg: ActorConfig, port: int, count: int) -> list[np.ndarray]:
+    """The `level` array [T, K] of the first `count` chunks the actor sends."""
+    learner = FakeLearner(port)
+    actor = Actor(cfg)
+    player = threading.Thread(target=actor.run)
+    player.start()
+    try:
+        learner.serve_until(lambda: len(learner.chunks) >= count)
+    finally:
+        actor.stop()
+        player.join(10)
+        actor.close()
+        learner.router.close(linger=0)
+    assert not player.is_alive()
+    return [c.arrays["level"] for c in learner.chunks[:count]]
+
+
+@pytest.mark.slow
+def test_every_level_of_the_set_is_played_at_once_in_equal_steps():
+    port = procs.free_port(2)
+    cfg = ActorConfig(learner=f"127.0.0.1:{port}", level="world:1", num_envs=4, lanes=2)
+    assert cfg.spread_levels  # the default
+    levels = chunk_levels(cfg, port, 12)
+    for arr in levels:  # each env keeps its level: a chunk's columns never change level
+        assert (arr == arr[:1]).all(), arr
+    steps = np.bincount(np.concatenate([a.ravel() for a in levels]), minlength=4)
+    assert steps.min() == steps.max(), steps  # 12 chunks of 2 envs: 3 chunks' worth each
+    apart = ActorConfig(
+        learner=f"127.0.0.1:{port}", level="world:1", num_envs=4, lanes=1, spread_levels=False,
+        seed=2,
+    )  # fmt: skip
+    (first,) = chunk_levels(apart, port, 1)
+    assert len(set(first[0].tolist())) < 4, first  # this seed's first draws share a level
