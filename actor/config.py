@@ -31,7 +31,7 @@ class ActorConfig:
     num_envs: PositiveInt = _f(4, "envs in this process (built one after another)")
     lanes: PositiveInt = _f(2, "env groups: one steps in a thread while the policy runs another")
     level: str = _f("1-1", "levels: 1-1 | 1-1,1-2 | world:1 | all, or a Gymnasium id")
-    spread_levels: bool = _f(True, "the schedule shares out this actor's envs, not their episodes")
+    spread_levels: bool = _f(False, "the schedule shares out this actor's envs, not their episodes")
     action_set: ActionSet = _f("simple", "buttons the agent may press (as on the learner)")
     frame_skip: int = _f(4, "NES frames per agent step")
     frame_size: int = _f(84, "observation size in pixels, square (as on the learner)")

@@ -150,7 +150,7 @@ class LearnerMetrics(_Metrics):
         # --- levels: the newest --level-window training episodes of each, and the schedule ---
         _M("level_progress", Gauge, "mario_level_progress", "Mean progress of the level's newest training episodes (0-1).", ("level",)),
         _M("level_flag_rate", Gauge, "mario_level_flag_rate", "Flag rate of the level's newest training episodes.", ("level",)),
-        _M("level_weight", Gauge, "mario_level_schedule_weight", "The level's schedule weight: its share of each actor's envs (of each env's episodes with --no-spread-levels).", ("level",)),
+        _M("level_weight", Gauge, "mario_level_schedule_weight", "The probability with which actors draw the level for an episode (its share of each actor's envs with --spread-levels).", ("level",)),
         _M("level_advantage_std", Gauge, "mario_level_advantage_std", "Std of the level's advantages in the last update, before their normalisation (scaled reward units).", ("level",)),
         # --- replay ---
         _M("replay_size", Gauge, "mario_replay_size_sequences", "Sequences in replay."),
@@ -219,7 +219,7 @@ class ActorMetrics(_Metrics):
         _M("flow_control_wait_seconds", Counter, "mario_actor_flow_control_wait_seconds", "Time blocked waiting for a send credit."),
         _M("policy_version", Gauge, "mario_actor_policy_version", "Acting policy version."),
         _M("episodes", Counter, "mario_actor_episodes", "Finished episodes.", ("level", "outcome")),
-        _M("level_probability", Gauge, "mario_actor_level_probability", "The learner's schedule weight of the level as this actor holds it: the level's share of its envs (of each env's episodes with --no-spread-levels).", ("level",)),
+        _M("level_probability", Gauge, "mario_actor_level_probability", "Probability with which this actor's envs draw the level of an episode (the learner's schedule; its share of the envs with --spread-levels).", ("level",)),
         _M("chunks_sent", Counter, "mario_actor_chunks_sent", "Chunks sent."),
         _M("reconnects", Counter, "mario_actor_reconnects", "New sessions with the learner: after a silence, or a learner that forgot this actor."),
         _M("credits", Gauge, "mario_actor_credits", "Send credits in hand."),

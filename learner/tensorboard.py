@@ -7,7 +7,7 @@ speeds line up (TensorBoard's "relative" and "wall" axes give the time):
 
     level/<level>/progress       mean progress of the level's newest --level-window episodes
     level/<level>/flag_rate      their flag rate
-    level/<level>/weight         the level's schedule weight (its share of the envs)
+    level/<level>/weight         the probability that actors draw the level
     level/<level>/advantage_std  the std of its advantages in the last update, before normalising
     levels/mean_progress         the mean over the set's levels, each alike (those with a figure)
     levels/mean_flag_rate

@@ -1,6 +1,6 @@
-"""An actor shares its envs out over its set's levels (the default): over real sockets, with real
-emulators, every level of a set no larger than its envs is in its chunks at once, in equal
-steps; `--no-spread-levels` gives each env its own independent draws back."""
+"""An actor that shares its envs out over its set's levels (`--spread-levels`): over real sockets,
+with real emulators, every level of a set no larger than its envs is in its chunks at once, in
+equal steps; without it (the default) each env draws on its own."""
 
 from __future__ import annotations
 
@@ -35,16 +35,15 @@ def chunk_levels(cfg: ActorConfig, port: int, count: int) -> list[np.ndarray]:
 @pytest.mark.slow
 def test_every_level_of_the_set_is_played_at_once_in_equal_steps():
     port = procs.free_port(2)
-    cfg = ActorConfig(learner=f"127.0.0.1:{port}", level="world:1", num_envs=4, lanes=2)
-    assert cfg.spread_levels  # the default
+    cfg = ActorConfig(
+        learner=f"127.0.0.1:{port}", level="world:1", num_envs=4, lanes=2, spread_levels=True
+    )
     levels = chunk_levels(cfg, port, 12)
     for arr in levels:  # each env keeps its level: a chunk's columns never change level
         assert (arr == arr[:1]).all(), arr
     steps = np.bincount(np.concatenate([a.ravel() for a in levels]), minlength=4)
     assert steps.min() == steps.max(), steps  # 12 chunks of 2 envs: 3 chunks' worth each
-    apart = ActorConfig(
-        learner=f"127.0.0.1:{port}", level="world:1", num_envs=4, lanes=1, spread_levels=False,
-        seed=2,
-    )  # fmt: skip
+    apart = ActorConfig(learner=f"127.0.0.1:{port}", level="world:1", num_envs=4, lanes=1, seed=2)
+    assert not apart.spread_levels  # the default
     (first,) = chunk_levels(apart, port, 1)
     assert len(set(first[0].tolist())) < 4, first  # this seed's first draws share a level
