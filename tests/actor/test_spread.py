@@ -4,31 +4,20 @@ equal steps; without it (the default) each env draws on its own."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 from actor.config import ActorConfig
 from actor.main import Actor
 from tests import procs
-from tests.actor.test_welcome import FakeLearner
+from tests.actor.test_welcome import FakeLearner, playing
 
 
 def chunk_levels(cfg: ActorConfig, port: int, count: int) -> list[np.ndarray]:
     """The `level` array [T, K] of the first `count` chunks the actor sends."""
     learner = FakeLearner(port)
-    actor = Actor(cfg)
-    player = threading.Thread(target=actor.run)
-    player.start()
-    try:
+    with playing(Actor(cfg), learner):
         learner.serve_until(lambda: len(learner.chunks) >= count)
-    finally:
-        actor.stop()
-        player.join(10)
-        actor.close()
-        learner.router.close(linger=0)
-    assert not player.is_alive()
     return [c.arrays["level"] for c in learner.chunks[:count]]
 
 
@@ -43,6 +32,7 @@ def test_every_level_of_the_set_is_played_at_once_in_equal_steps():
         assert (arr == arr[:1]).all(), arr
     steps = np.bincount(np.concatenate([a.ravel() for a in levels]), minlength=4)
     assert steps.min() == steps.max(), steps  # 12 chunks of 2 envs: 3 chunks' worth each
+    port = procs.free_port(2)  # a fresh one: the closed socket's port may not be free yet
     apart = ActorConfig(learner=f"127.0.0.1:{port}", level="world:1", num_envs=4, lanes=1, seed=2)
     assert not apart.spread_levels  # the default
     (first,) = chunk_levels(apart, port, 1)

@@ -4,6 +4,7 @@ learner restarted with another config) names others."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -60,16 +61,30 @@ class FakeLearner:
         return identity
 
 
+@contextlib.contextmanager
+def playing(actor: Actor, learner: FakeLearner):
+    """The actor's loop in a thread while the block runs; then the actor stopped and closed,
+    the stand-in learner's socket closed, and the thread gone."""
+    player = threading.Thread(target=actor.run)
+    player.start()
+    try:
+        yield
+    finally:
+        actor.stop()
+        player.join(10)
+        actor.close()
+        learner.router.close(linger=0)
+    assert not player.is_alive()
+
+
 def test_a_new_learner_config_rebuilds_model_and_lanes(caplog):
     port = procs.free_port(2)
     learner = FakeLearner(port)
     level = "tests.fakes:Corridor-v0"
     address = f"127.0.0.1:{port}"
     actor = Actor(ActorConfig(learner=address, num_envs=3, level=level, frame_skip=1))
-    player = threading.Thread(target=actor.run)
     caplog.set_level(logging.WARNING, logger="actor")
-    player.start()
-    try:
+    with playing(actor, learner):
         identity = learner.serve_until(lambda: len(learner.chunks) >= 3)
         assert {c.unroll_length for c in learner.chunks} == {4}
         assert actor.model.spec == SPECS[0]
@@ -83,12 +98,6 @@ def test_a_new_learner_config_rebuilds_model_and_lanes(caplog):
         assert actor.model.spec == SPECS[1]
         assert all(c.num_envs in (1, 2) and c.num_actions == 7 for c in learner.chunks)
         assert "model and lanes rebuilt" in caplog.text
-    finally:
-        actor.stop()
-        player.join(10)
-        actor.close()
-        learner.router.close(linger=0)
-    assert not player.is_alive()
 
 
 def test_a_network_the_actor_cannot_build_is_fatal():
