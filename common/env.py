@@ -111,8 +111,8 @@ class FrameEnv:
     ):
         """`seed` drives the draw of each episode's level from the set, the sticky actions and the
         no-op starts; `on_level_built(seconds)`
-        is called for every emulator built after the first (the first is part of this
-        constructor, which `build_envs` times), each under a `watchdog` of `build_timeout_s`,
+        is called for every emulator built after the first (the first, of the first episode's
+        level, drawn here, is part of this constructor, which `build_envs` times), each under a `watchdog` of `build_timeout_s`,
         retried `build_retries` times after a failure (each one reported by `on_level_failed()`)
         before EnvBuildError. `spread` and `slot`: see `LevelSchedule`."""
         problems = spec.problems()
@@ -131,7 +131,8 @@ class FrameEnv:
         self._on_level_failed = on_level_failed
         self._build_timeout_s = build_timeout_s
         self._build_retries = build_retries
-        self.level = self.schedule.levels[0]  # the level of the current episode
+        self.level = self.schedule.next_level()  # the first episode's, built with the env
+        self._drawn = True  # the next reset plays self.level instead of drawing
         self._index = {level: i for i, level in enumerate(self.schedule.levels)}
         if spec.is_mario:
             self._games[self.level] = self._build(self.level)
@@ -166,7 +167,9 @@ class FrameEnv:
 
     def _draw_level(self) -> None:
         """The next episode's level: its emulator, built now if this env never played it."""
-        self.level = self.schedule.next_level()
+        if not self._drawn:
+            self.level = self.schedule.next_level()
+        self._drawn = False
         for attempt in range(self._build_retries + 1):
             if self.level in self._games:
                 break
@@ -391,7 +394,9 @@ def build_envs(
                 time.sleep(wait)
                 continue
             seconds = time.perf_counter() - start
-            log.info("built env %d/%d (%s) in %.2f s", i + 1, count, spec.level, seconds)
+            log.info(
+                "built env %d/%d (%s of %s) in %.2f s", i + 1, count, env.level, spec.level, seconds
+            )
             on_built(seconds)
             envs.append(env)
             break

@@ -186,9 +186,29 @@ def test_an_env_of_a_set_plays_each_drawn_level_on_its_own_emulator():
         assert step.episode.level == env.level
         played.append(env.level)
     assert set(played) == {"1-1", "1-2"}
-    assert len(built) == 1  # 1-2's emulator; 1-1's was built with the env
+    assert len(built) == 1  # the level not drawn first; the first was built with the env
     assert not np.array_equal(starts["1-1"], starts["1-2"])  # 1-2 starts underground
     env.close()
+
+
+def test_an_env_builds_only_the_level_of_its_first_episode():
+    """Real emulators: the emulator built with an env is the one its first episode plays, drawn
+    from the set, so a set costs no emulator it does not play (not the set's first level)."""
+    from common.env import FrameEnv
+    from common.env_spec import EnvSpec
+
+    spec = EnvSpec(level="1-1,1-2,1-3,1-4", no_progress_steps=3)
+    first = []
+    for seed in range(4):
+        built: list[float] = []
+        env = FrameEnv(spec, seed=(seed, 0), on_level_built=built.append)
+        level = env.level
+        env.reset()
+        assert env.level == level
+        assert built == []
+        first.append(level)
+        env.close()
+    assert set(first) != {"1-1"}  # the draws reach past the set's first level
 
 
 def test_spread_envs_of_an_actor_play_every_level_of_a_small_set_at_once():
