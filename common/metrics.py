@@ -152,6 +152,7 @@ class LearnerMetrics(_Metrics):
         _M("level_flag_rate", Gauge, "mario_level_flag_rate", "Flag rate of the level's newest training episodes.", ("level",)),
         _M("level_weight", Gauge, "mario_level_schedule_weight", "The probability with which actors draw the level for an episode (its share of each actor's envs with --spread-levels).", ("level",)),
         _M("level_advantage_std", Gauge, "mario_level_advantage_std", "Std of the level's advantages in the last update, before their normalisation (scaled reward units).", ("level",)),
+        _M("level_entropy", Gauge, "mario_level_policy_entropy", "The policy's mean entropy on the level's steps in the last update (nats; ln of the actions at uniform).", ("level",)),
         # --- replay ---
         _M("replay_size", Gauge, "mario_replay_size_sequences", "Sequences in replay."),
         _M("replay_capacity", Gauge, "mario_replay_capacity_sequences", "Sequences replay can hold."),

@@ -167,12 +167,13 @@ class Telemetry:
 
     def _record_levels(self, stats: UpdateStats) -> dict[str, dict]:
         """Each level's window statistics, schedule weight and the last update's advantage
-        scale as gauges; their part of the metrics.jsonl row: {"levels": {level: {"progress",
-        "flag_rate", "weight", "advantage_std"}}}."""
+        scale and policy entropy as gauges; their part of the metrics.jsonl row: {"levels":
+        {level: {"progress", "flag_rate", "weight", "advantage_std", "entropy"}}}."""
         if self.levels is None:
             return {}
         m, weights = self.metrics, self.levels.weights()
         steps, adv_std = stats.level_steps.tolist(), stats.level_advantage_std.tolist()
+        entropy = stats.level_entropy.tolist()
         out = {}
         for i, (level, s) in enumerate(self.levels.summary().items()):
             weight = weights.get(level, 1.0 / len(self.levels.levels))
@@ -184,8 +185,11 @@ class Telemetry:
             std = adv_std[i] if steps[i] >= 2 else None  # the learner's set order (index_table)
             if std is not None:
                 m.level_advantage_std.labels(level).set(std)
+            h = entropy[i] if steps[i] >= 1 else None
+            if h is not None:
+                m.level_entropy.labels(level).set(h)
             out[level] = {"progress": s.progress, "flag_rate": s.flag_rate, "weight": weight}
-            out[level]["advantage_std"] = std
+            out[level] |= {"advantage_std": std, "entropy": h}
         return {"levels": out}
 
     def _log_episodes(self, totals: Totals) -> None:

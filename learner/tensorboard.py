@@ -9,6 +9,7 @@ speeds line up (TensorBoard's "relative" and "wall" axes give the time):
     level/<level>/flag_rate      their flag rate
     level/<level>/weight         the probability that actors draw the level
     level/<level>/advantage_std  the std of its advantages in the last update, before normalising
+    level/<level>/entropy        the policy's mean entropy on its steps in the last update
     levels/mean_progress         the mean over the set's levels, each alike (those with a figure)
     levels/mean_flag_rate
     episodes/mean_max_x          over the episodes of the last record, all levels together
@@ -44,6 +45,7 @@ LEVEL_TAGS = {
     "flag_rate": "flag_rate",
     "weight": "weight",
     "advantage_std": "advantage_std",
+    "entropy": "entropy",
 }
 
 

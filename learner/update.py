@@ -90,6 +90,7 @@ class UpdateStats(NamedTuple):
     epochs: int  # passes made over the batch
     level_steps: torch.Tensor  # [MAX_GROUPS] steps of each level index in the batch
     level_advantage_std: torch.Tensor  # [MAX_GROUPS] std of its raw advantages, first pass
+    level_entropy: torch.Tensor  # [MAX_GROUPS] the policy's mean entropy on its steps, first pass
 
 
 def final_stacks(batch: Batch) -> torch.Tensor:
@@ -275,6 +276,7 @@ class Losses(NamedTuple):
     clip_fraction: torch.Tensor
     priorities: torch.Tensor  # [N]
     advantages: torch.Tensor  # [T, N] the surrogate's advantages before normalisation, detached
+    entropies: torch.Tensor  # [T, N] the policy's entropy at each step, detached
 
 
 def loss_and_stats(
@@ -322,7 +324,8 @@ def loss_and_stats(
         predicted = model.value(fwd.features).squeeze(-1).view(T, N)  # [T, N] normalised
         baseline_loss = 0.5 * ((value_norm.normalize(vs) - predicted) ** 2 * w).mean()
     log_probs = F.log_softmax(fwd.logits[:T], dim=-1)  # [T, N, A]
-    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    entropies = -(log_probs.exp() * log_probs).sum(-1)  # [T, N]
+    entropy = entropies.mean()
     total = pg_loss + hyper.baseline_cost * baseline_loss - hyper.entropy_cost * entropy
     # Priority of a sequence: its mean absolute V-trace error |v_s - V(x_s)|, the part of the
     # data the value function has not learned yet (the analogue of PER's |TD error|).
@@ -335,6 +338,7 @@ def loss_and_stats(
         clip_fraction,
         priorities,
         advantages.detach(),
+        entropies.detach(),
     )
 
 
@@ -391,6 +395,7 @@ class Learner:
         steps = 0
         grad_norm = torch.zeros((), device=device)
         level_sums = None  # the first pass's raw advantages per level index (group_sums)
+        entropy_sums = None  # and its entropies
         whole = self.hyper.minibatches == 1
         fixed = (
             batch_targets(self.model, batch, self.hyper, self.value_norm)
@@ -419,6 +424,7 @@ class Learner:
                     else:
                         priorities[index] = losses.priorities
                     level_sums = group_sums(losses.advantages, sub.level, level_sums)
+                    entropy_sums = group_sums(losses.entropies, sub.level, entropy_sums)
                 sums += torch.stack(
                     [
                         losses.total.detach(),
@@ -445,4 +451,5 @@ class Learner:
             passes,
             levels.count,
             levels.std,
+            group_moments(entropy_sums).mean,
         )

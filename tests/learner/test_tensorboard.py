@@ -21,7 +21,7 @@ def test_a_metrics_row_becomes_scalars_per_level_and_their_mean():
     row = {"time": 1.0, "env_frames": 4096, "mean_max_x": 700.0, "mean_return": None}
     row |= {"flag_rate": 0.0, "agent_steps_per_s": 250.0, "total_loss": 1.5, "entropy": 1.9}
     row["levels"] = {
-        "1-1": {"progress": 0.25, "flag_rate": 0.1, "weight": 0.7},
+        "1-1": {"progress": 0.25, "flag_rate": 0.1, "weight": 0.7, "entropy": 1.2},
         "1-2": {"progress": 0.75, "flag_rate": 0.0, "weight": 0.3},
         "9-9": {"progress": None, "flag_rate": None, "weight": 0.0},  # no episode yet
     }
@@ -34,6 +34,7 @@ def test_a_metrics_row_becomes_scalars_per_level_and_their_mean():
         "level/1-1/progress": 0.25,
         "level/1-1/flag_rate": 0.1,
         "level/1-1/weight": 0.7,
+        "level/1-1/entropy": 1.2,
         "level/1-2/progress": 0.75,
         "level/1-2/flag_rate": 0.0,
         "level/1-2/weight": 0.3,
@@ -102,7 +103,9 @@ def test_a_learner_writes_the_curves_tensorboard_reads_back(tmp_path):
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     for level in LEVELS.split(","):
-        assert {f"level/{level}/{k}" for k in ("progress", "flag_rate", "weight")} <= tags
+        assert {
+            f"level/{level}/{k}" for k in ("progress", "flag_rate", "weight", "entropy")
+        } <= tags
     assert {"levels/mean_progress", "levels/mean_flag_rate", "episodes/mean_max_x"} <= tags
     assert {"throughput/agent_steps_per_s", "loss/total", "policy/entropy"} <= tags
     # every record is a point, at the env frames of its metrics.jsonl row, with its value

@@ -29,6 +29,25 @@ def test_an_update_reports_each_levels_advantage_scale_before_normalising(model)
         assert float(stats.level_advantage_std[level]) == pytest.approx(float(want), rel=1e-4)
 
 
+def test_an_update_reports_the_policys_entropy_on_each_level(model):
+    """One minibatch a pass: the first pass sees the network as it is before the update, so each
+    level's entropy is the mean over its steps of -sum_a pi log pi from that network."""
+    levels = torch.tensor([0, 2, 2, 0, 2, 5])[None, :].repeat(4, 1)  # [T, N]
+    levels[2:, 3] = 2
+    batch = on_policy(model, make_batch(4, 6, seed=8, level=levels))
+    with torch.no_grad():
+        logits = forward_and_targets(model, batch, hyper()).logits[:4]  # [T, N, A]
+    p = torch.softmax(logits.double(), -1)
+    entropy = -(p * p.log()).sum(-1)  # [T, N]
+    want = {level: float(entropy[levels == level].mean()) for level in (0, 2, 5)}
+    assert max(want.values()) - min(want.values()) > 1e-4  # levels apart, beyond the tolerance
+    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-4), hyper(minibatches=1))
+    stats = learner.step(batch)
+    for level, h in want.items():
+        assert float(stats.level_entropy[level]) == pytest.approx(h, rel=1e-5)
+    assert float(stats.level_entropy[1]) == 0.0  # no steps: no figure (the telemetry skips it)
+
+
 def test_advantages_are_normalised_per_level_when_asked(model):
     """One level: the same update as the minibatch's normalisation. Two levels whose rewards
     differ 100-fold: the policy loss is the surrogate on each level's own normalisation."""
