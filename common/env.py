@@ -110,11 +110,11 @@ class FrameEnv:
         slot: int = 0,
     ):
         """`seed` drives the draw of each episode's level from the set, the sticky actions and the
-        no-op starts; `on_level_built(seconds)`
-        is called for every emulator built after the first (the first, of the first episode's
-        level, drawn here, is part of this constructor, which `build_envs` times), each under a `watchdog` of `build_timeout_s`,
-        retried `build_retries` times after a failure (each one reported by `on_level_failed()`)
-        before EnvBuildError. `spread` and `slot`: see `LevelSchedule`."""
+        no-op starts; `on_level_built(seconds)` is called for every emulator built after the
+        first (the first, of the first episode's level, drawn here, is part of this constructor,
+        which `build_envs` times), each under a `watchdog` of `build_timeout_s`, retried
+        `build_retries` times after a failure (each one reported by `on_level_failed()`) before
+        EnvBuildError. `spread` and `slot`: see `LevelSchedule`."""
         problems = spec.problems()
         if problems:
             raise ValueError("invalid env spec: " + "; ".join(problems))
