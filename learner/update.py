@@ -3,8 +3,8 @@ steps out (APPO: V-trace targets and a clipped surrogate; one step when both are
 
 Shapes are time-major: T = unroll length, N = sequences in the batch (chunks x envs), H x W the
 frame size, A the number of actions. The batch holds the arrays of common/chunk.py, each env a
-sequence (learner/batching.py), and each frame once; stacks are rebuilt here, on the learner's
-device, with the same function the actor used (common.stacking).
+sequence (learner/batching.py), and each frame once; its stacks, previous actions and the
+recurrent core's unroll are what the network sees of it (learner/inputs.py).
 
 With a recurrent core, each sequence's core is unrolled from the state the chunk carries
 (`core_state`, the actor's state at step 0), reset where an episode starts inside it, over all T+1
@@ -37,6 +37,7 @@ from common.stacking import STACK, stack_frames
 from learner import vtrace
 from learner.batching import Batch, select
 from learner.config import LearnerConfig
+from learner.inputs import final_previous_actions, final_stacks, heads_input, previous_actions
 from learner.losses import clipped_surrogate, group_moments, group_sums, normalize_advantages
 from learner.popart import PopArt
 from learner.return_norm import ReturnNorm
@@ -91,59 +92,6 @@ class UpdateStats(NamedTuple):
     level_steps: torch.Tensor  # [MAX_GROUPS] steps of each level index in the batch
     level_advantage_std: torch.Tensor  # [MAX_GROUPS] std of its raw advantages, first pass
     level_entropy: torch.Tensor  # [MAX_GROUPS] the policy's mean entropy on its steps, first pass
-
-
-def final_stacks(batch: Batch) -> torch.Tensor:
-    """Stacks ending in each sequence's final frame: [N, 4, H, W] (junk where final_t == -1).
-
-    The stack of the real next observation after truncated step t is frames[3+t-2 .. 3+t] plus
-    the final frame, i.e. frames[t+1 : t+4] then final_frames.
-    """
-    n = batch.num_sequences
-    t = batch.final_t.clamp(min=0)  # [N]
-    rows = t[None, :] + torch.arange(1, STACK, device=t.device)[:, None]  # [3, N]
-    cols = torch.arange(n, device=t.device)[None, :].expand_as(rows)  # [3, N]
-    frames = torch.cat([batch.frames[rows, cols], batch.final_frames[None]], dim=0)  # [4, N, H, W]
-    no_start = torch.zeros_like(batch.first[:1])  # [1, N]: the final frame starts nothing
-    first = torch.cat([batch.first[rows, cols], no_start], dim=0)  # [4, N]
-    return stack_frames(frames, first)[0]  # [N, 4, H, W]
-
-
-def previous_actions(batch: Batch, num_actions: int) -> torch.Tensor:
-    """The policy's previous-action input at each of the T+1 stacks: [T+1, N] int64.
-
-    Step t's is actions[t-1] (last_actions for t = 0), or A = none where frames[3+t] starts an
-    episode; the actor's `Lane.last_action` is the step-by-step reference.
-    """
-    prev = torch.cat([batch.last_actions[None], batch.actions], dim=0)  # [T+1, N]
-    none = torch.full_like(prev, num_actions)
-    return torch.where(batch.first[STACK - 1 :], none, prev)
-
-
-def final_previous_actions(batch: Batch) -> torch.Tensor:
-    """Previous-action input of each sequence's final stack: the truncated step's action, [N]."""
-    t = batch.final_t.clamp(min=0)  # [N]
-    return batch.actions.gather(0, t[None]).squeeze(0)
-
-
-def heads_input(model: ActorCritic, batch: Batch, x: torch.Tensor) -> torch.Tensor:
-    """The recurrent core over the trunk's outputs x [(T+1)*N + N, F] (the T+1 stacks of each
-    sequence, time-major, then the N final stacks): [(T+1)*N + N, F'], the heads' input. Without
-    a core, x itself.
-
-    Each sequence's core starts from its chunk's `core_state` [N, C] and is reset where frames[3+t]
-    starts an episode; a final stack (the real observation after truncated step t) continues
-    from the state after step t. Where final_t == -1 its row is junk, as its stack is.
-    """
-    if model.core is None:
-        return x
-    T, N = batch.unroll_length, batch.num_sequences
-    seq, after = model.core_unroll(
-        x[: (T + 1) * N].view(T + 1, N, -1), batch.first[STACK - 1 :], batch.core_state
-    )  # [T+1, N, F'], [T+1, N, C]
-    t = batch.final_t.clamp(min=0)  # [N]
-    final, _ = model.core_step(x[(T + 1) * N :], after[t, torch.arange(N, device=t.device)])
-    return torch.cat([seq.flatten(0, 1), final])
 
 
 def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:

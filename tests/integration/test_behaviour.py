@@ -26,7 +26,8 @@ from common.stacking import stack_frames
 from learner.batching import Batch, collate
 from learner.config import LearnerConfig
 from learner.ingest import to_host
-from learner.update import Hyper, forward_and_targets, previous_actions
+from learner.inputs import previous_actions
+from learner.update import Hyper, forward_and_targets
 
 pytestmark = pytest.mark.slow
 

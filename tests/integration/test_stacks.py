@@ -24,8 +24,8 @@ from common.levels import parse_levels
 from common.stacking import stack_frames
 from learner.batching import collate
 from learner.ingest import to_host
+from learner.inputs import final_previous_actions, final_stacks, previous_actions
 from learner.levels import index_table
-from learner.update import final_previous_actions, final_stacks, previous_actions
 
 
 def run_lane(spec: EnvSpec, num_envs: int, T: int, chunks: int, seed: int):

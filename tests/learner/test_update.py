@@ -13,14 +13,13 @@ from common.stacking import stack_frames
 from learner import vtrace
 from learner.batching import Batch, sequence_axes
 from learner.config import LearnerConfig
+from learner.inputs import final_stacks, previous_actions
 from learner.update import (
     Hyper,
     Learner,
     batch_targets,
-    final_stacks,
     forward_and_targets,
     loss_and_stats,
-    previous_actions,
     select,
 )
 
