@@ -81,17 +81,25 @@ def test_a_learner_writes_the_curves_tensorboard_reads_back(tmp_path):
         "--no-progress-steps", "20",
     )  # fmt: skip
 
-    def both_levels_have_progress() -> bool:
+    def both_levels_have_progress_and_entropy() -> bool:
+        """A level's entropy is written only by an update that held its steps (one chunk an
+        update here), its progress once an episode of it ended: wait for both, on each level."""
         if not run.metrics.exists():
             return False
-        last = run.metrics.read_text().splitlines()[-1:]
-        levels = json.loads(last[0]).get("levels", {}) if last else {}
-        return all((levels.get(lv) or {}).get("progress") is not None for lv in LEVELS.split(","))
+        seen: dict[str, set[str]] = {lv: set() for lv in LEVELS.split(",")}
+        for line in run.metrics.read_text().splitlines():
+            try:
+                levels = json.loads(line).get("levels") or {}
+            except ValueError:
+                continue  # a line still being written
+            for lv, keys in seen.items():
+                keys |= {k for k, v in (levels.get(lv) or {}).items() if v is not None}
+        return all({"progress", "entropy"} <= keys for keys in seen.values())
 
     try:
         procs.wait_until(
-            "a record with progress on both levels",
-            both_levels_have_progress,
+            "records with progress and entropy on both levels",
+            both_levels_have_progress_and_entropy,
             240,
             [learner, actor],
         )
