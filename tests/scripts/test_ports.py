@@ -1,4 +1,5 @@
-"""scripts/ports.py: every port of the range it returns binds; a bad size is refused."""
+"""scripts/ports.py: every port of the range it returns binds; no port is handed out twice; none
+comes from the kernel's ephemeral range; a bad size is refused."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import socket
 
 import pytest
 
+from scripts import ports
 from scripts.ports import free_ports
 
 
@@ -14,6 +16,44 @@ def test_every_port_of_the_range_binds():
     with socket.socket() as a, socket.socket() as b:
         a.bind(("127.0.0.1", base))
         b.bind(("127.0.0.1", base + 4))
+
+
+def test_a_range_that_is_not_free_is_skipped():
+    base = free_ports(3)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", base + 1))
+        for _ in range(200):
+            b = free_ports(3)
+            assert not base - 2 <= b <= base + 1, f"{b}..{b + 2} holds the bound port {base + 1}"
+
+
+def test_no_port_is_handed_out_twice_before_its_server_binds():
+    """Servers bind their ports some time after the ports are picked (a learner binds PORT+1 after
+    its start-up), so the ranges handed out must never overlap, even though each was free on its own."""
+    seen: set[int] = set()
+    for i in range(400):
+        n = 1 + i % 3
+        base = free_ports(n)
+        got = set(range(base, base + n))
+        assert not got & seen, f"{sorted(got & seen)} handed out twice"
+        seen |= got
+
+
+def test_no_port_comes_from_the_ephemeral_range():
+    """The kernel gives ports of its ephemeral range to every outgoing connection: a port picked
+    there can be taken by a client between its pick and its server's bind."""
+    low, high = ports._ephemeral()
+    for i in range(300):
+        n = 1 + i % 9
+        base = free_ports(n)
+        assert base + n - 1 < low or base > high, f"{base}..{base + n - 1} meets {low}..{high}"
+
+
+def test_the_bases_stay_outside_the_ephemeral_range():
+    """Below the range where there is room (Linux's and IANA's defaults), else above it."""
+    assert ports._candidates(2, 32768, 60999) == (10_000, 32767)
+    assert ports._candidates(1, 49152, 65535) == (10_000, 49152)
+    assert ports._candidates(2, 1024, 40000) == (40001, 65535)
 
 
 def test_a_range_of_zero_ports_is_refused():
