@@ -140,6 +140,7 @@ class LearnerMetrics(_Metrics):
         _M("sgd_steps", Counter, "mario_learner_sgd_steps", "Optimizer steps (epochs x minibatches per update)."),
         _M("epochs", Gauge, "mario_learner_epochs", "Passes over each batch in the last update (adapts to the data rate when enabled)."),
         _M("clip_fraction", Gauge, "mario_learner_clip_fraction", "Last update's share of steps whose PPO surrogate was clipped (0 when off)."),
+        _M("learning_rate", Gauge, "mario_learner_learning_rate", "The optimizer's learning rate in the last update (falls when --lr-anneal-frames is set)."),
         _M("value_scale", Gauge, "mario_learner_value_scale", "PopArt's running sigma of the value targets (1 when PopArt is off)."),
         # --- episodes, as reported by the actors ---
         _M("episode_return", Histogram, "mario_episode_return", "Game return (unshaped).", ("level",), RETURN_BUCKETS),

@@ -67,7 +67,11 @@ class LearnerConfig:
     max_batch_chunks: PositiveInt = _f(8, "most chunks per update (queue_chunks must hold them)")
     batch_wait_s: NonNegative = _f(2.0, "after this long, train on the chunks there are (>= 1)")
     batch_chunks: PositiveInt | None = _f(None, "sets --min- and --max-batch-chunks (none = unset)")
-    learning_rate: Positive = _f(1e-3, "Adam learning rate")
+    learning_rate: Positive = _f(1e-3, "Adam learning rate (at the start, when annealed)")
+    lr_anneal_frames: Count = _f(0, "anneal the rate linearly over this many env frames (0 = off)")
+    lr_final_fraction: UnitInterval = _f(
+        0.0, "annealed: the rate's share of --learning-rate at the end"
+    )
     adam_eps: Positive = _f(1e-5, "Adam epsilon")
     discount: UnitInterval = _f(0.9, "discount factor gamma")
     reward_scale: Positive = _f(0.1, "rewards are multiplied by this before clipping")
@@ -173,6 +177,11 @@ class LearnerConfig:
             out.append(
                 "popart and return_norm both normalise the value targets: pick one "
                 "(--no-popart --return-norm, or leave out --return-norm)"
+            )
+        if self.lr_final_fraction and not self.lr_anneal_frames:
+            out.append(
+                f"lr_final_fraction ({self.lr_final_fraction}) is the end of an annealed rate: set "
+                "--lr-anneal-frames (the frames it falls over) or leave it out"
             )
         if self.actor_timeout_s <= 2 * self.heartbeat_interval_s:
             out.append("actor_timeout_s must exceed 2 x heartbeat_interval_s")

@@ -22,7 +22,7 @@ from common import curve
 from common.metrics import LearnerMetrics
 from common.model import ActorCritic, orthogonal_init, resolve_device
 from common.rundir import RunDir
-from learner import checkpoint, reuse
+from learner import checkpoint, lr_schedule, reuse
 from learner.batch_size import chunks_to_take
 from learner.batching import collate
 from learner.checkpoint import Totals
@@ -222,6 +222,14 @@ class TrainLoop:
                 with self.metrics.replay_sample_seconds.time():
                     mixed = self.mixer.mix(batch, self.learner.updates)
                 batch = mixed.batch  # the fresh sequences, then the replayed ones
+            self.learner.set_learning_rate(
+                lr_schedule.learning_rate(
+                    cfg.learning_rate,
+                    self.totals.env_frames,
+                    cfg.lr_anneal_frames,
+                    cfg.lr_final_fraction,
+                )
+            )
             stats = self.learner.step(batch, epochs=self.epochs)
             replayed = 0
             if mixed is not None:

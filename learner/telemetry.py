@@ -135,6 +135,7 @@ class Telemetry:
         m.grad_norm.set(grad_norm)
         m.clip_fraction.set(clip_fraction)
         m.value_scale.set(value_scale)
+        m.learning_rate.set(self.learner.learning_rate)
         m.agent_steps_per_second.set(sps)
         m.samples_per_second.labels("fresh").set(sps)
         row = {"time": time.time(), "updates": self.learner.updates}
@@ -143,6 +144,7 @@ class Telemetry:
         row |= {"mean_max_x": _mean(eps, "max_x"), "flag_rate": _mean(eps, "flag")}
         row |= {"entropy": entropy, "grad_norm": grad_norm, "clip_fraction": clip_fraction}
         row |= {"epochs": stats.epochs, "value_scale": value_scale}
+        row |= {"learning_rate": self.learner.learning_rate}
         row |= {"sgd_steps": self.learner.sgd_steps, **loss, **self._record_replay()}
         row |= self._record_levels(stats)
         append_lines(self.run.metrics, [json.dumps(row)])

@@ -16,6 +16,7 @@ speeds line up (TensorBoard's "relative" and "wall" axes give the time):
     episodes/mean_return, episodes/flag_rate
     throughput/agent_steps_per_s
     loss/total, loss/policy, loss/baseline, policy/entropy
+    optimizer/learning_rate      the rate of the last update (falls with --lr-anneal-frames)
 
 TensorBoard is an optional extra (`pip install -e '.[tensorboard]'`, `make install-tensorboard`):
 `tensorboard` is imported only when the flag is on, and a learner asked for it without the package
@@ -39,6 +40,7 @@ ROW_TAGS = {
     "pg_loss": "loss/policy",
     "baseline_loss": "loss/baseline",
     "entropy": "policy/entropy",
+    "learning_rate": "optimizer/learning_rate",
 }
 LEVEL_TAGS = {
     "progress": "progress",

@@ -324,6 +324,15 @@ class Learner:
         self.sgd_steps = 0
         self._generator = torch.Generator().manual_seed(seed)  # minibatch splits, on the host
 
+    @property
+    def learning_rate(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def set_learning_rate(self, lr: float) -> None:
+        """The rate of the next optimizer steps (learner/lr_schedule.py decides it)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
     def observe_fresh(self, batch: Batch) -> None:
         """Fold a batch of fresh (not replayed) sequences into the input normalisation: each of
         its frames once, frames[3 : T+3] (the first three repeat the previous chunk's, the last
