@@ -111,6 +111,7 @@ class LearnerMetrics(_Metrics):
         _M("updates", Counter, "mario_learner_updates", "Optimizer updates by this process (the run's: policy version)."),
         _M("env_frames", Counter, "mario_learner_env_frames", "NES frames of the fresh agent steps this process consumed."),
         _M("run_env_frames", Gauge, "mario_learner_run_env_frames", "NES frames of fresh agent steps consumed over the whole run (resumed with it)."),
+        _M("train_frames", Gauge, "mario_learner_train_frames", "The run's planned length in env frames, where the learner stops (--train-frames; 0 = until stopped)."),
         _M("agent_steps", Counter, "mario_learner_agent_steps", "Fresh agent steps used."),
         _M("samples", Counter, "mario_learner_samples", "Agent steps trained on, by source.", ("source",)),
         _M("agent_steps_per_second", Gauge, "mario_learner_agent_steps_per_second", "Fresh agent steps used per second, recently."),

@@ -181,11 +181,21 @@ def gpu_utilization(now: dict[str, float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def planned(now: dict[str, float]) -> str:
+    """A planned run's env frames so far against its length (--train-frames); empty for an
+    endless one."""
+    goal = now.get("mario_learner_train_frames", 0)
+    if not goal:
+        return ""
+    done = now.get("mario_learner_run_env_frames", 0)
+    return f"frames {done / 1e6:.2f}M of {goal / 1e6:.2f}M | "
+
+
 def status_line(now: dict[str, float], before: dict[str, float], window_s: float) -> str:
     """Steps/s, updates, policy version, actors, and the mean return, mean max x and flag rate
     of the episodes that ended between the samples `before` and `now`, taken `window_s` seconds
-    apart, with their progress per level (`level_summary`); then the GPU's utilisation (on a GPU)
-    and the bottleneck verdict of that window."""
+    apart, with their progress per level (`level_summary`); then the GPU's utilisation (on a GPU),
+    a planned run's frames so far and the bottleneck verdict of that window."""
     episodes = _sum(now, "mario_episode_return_count") - _sum(before, "mario_episode_return_count")
 
     def delta_mean(name: str) -> str:
@@ -208,6 +218,7 @@ def status_line(now: dict[str, float], before: dict[str, float], window_s: float
         f"{level_summary(level_figures(now, before))} | "
         f"{episodes:.0f} episodes in {window_s:.0f} s | "
         + (f"gpu {gpu:4.0%} | " if gpu is not None else "")
+        + planned(now)
         + verdict(now, before, window_s)
     )
 

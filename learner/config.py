@@ -112,6 +112,7 @@ class LearnerConfig:
     heartbeat_interval_s: Positive = _f(1.0, "seconds between heartbeats to actors")
     actor_timeout_s: Positive = _f(15.0, "forget an actor silent this long")
     max_updates: Count = _f(0, "stop after this many updates (0 = run until stopped)")
+    train_frames: Count = _f(0, "stop at this many env frames, the run's length (0 = never)")
     tensorboard: bool = _f(False, "also write the curves as TensorBoard scalars in RUN/tensorboard")
     status_interval_s: NonNegative = _f(0.0, "print a status line to stderr this often (0 = off)")
     torch_threads: Count = _f(0, "torch CPU threads (0 = torch's default)")

@@ -40,6 +40,10 @@ from learner.update import Hyper, Learner, ValueNorm
 log = logging.getLogger("learner")
 
 
+class RunTrained(Exception):
+    """The run directory's checkpoint has already reached --train-frames."""
+
+
 def training_device(name: str) -> torch.device:
     """The device of --device `name`, set up for training: fixed input shapes let cuDNN pick
     its fastest kernels."""
@@ -98,12 +102,19 @@ class TrainLoop:
             metrics.replay_capacity.set(cfg.replay_capacity)
         checkpoint.remove_stale_temps(self.run_dir)
         self.totals = checkpoint.resume(self.run_dir, self.learner, self.device)
+        if cfg.train_frames and self.totals.env_frames >= cfg.train_frames:
+            raise RunTrained(
+                f"{self.run_dir.root} has trained {self.totals.env_frames} env frames, its "
+                f"--train-frames is {cfg.train_frames}: raise --train-frames (make train FRAMES=) "
+                "to train it on, or start a new run dir"
+            )
         # The counters count this process's work from 0, as Prometheus expects of a counter (one
         # that restarted at the resumed total, lower than its last scrape whenever a crash lost
         # updates, would read as a reset and rate() would jump by the whole total); the run's
         # totals are gauges.
         metrics.policy_version.set(self.learner.updates)
         metrics.run_env_frames.set(self.totals.env_frames)
+        metrics.train_frames.set(cfg.train_frames)
         metrics.set_build_info(str(self.device))
         replayed = cfg.replay_fraction / (1 - cfg.replay_fraction) if self.mixer else 0.0
         self.reuse_limits = reuse.ReuseLimits(
@@ -207,6 +218,13 @@ class TrainLoop:
         while not self.stopping.is_set():
             if cfg.max_updates and self.learner.updates >= cfg.max_updates:
                 log.info("reached max_updates=%d", cfg.max_updates)
+                break
+            if cfg.train_frames and self.totals.env_frames >= cfg.train_frames:
+                log.info(
+                    "the run is trained: %d env frames of --train-frames %d; stopping",
+                    self.totals.env_frames,
+                    cfg.train_frames,
+                )
                 break
             wait_start = time.perf_counter()
             chunks = self._take_batch()

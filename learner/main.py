@@ -15,7 +15,7 @@ from learner.checkpoint import RunDirBusy
 from learner.config import LearnerConfig
 from learner.gpu import GpuCollector, device_uuid
 from learner.ingest import BindError
-from learner.loop import TrainLoop
+from learner.loop import RunTrained, TrainLoop
 from learner.replay import ReplayCapacityError
 
 log = logging.getLogger("learner")
@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     except (DeviceUnavailable, RunDirBusy, ReplayCapacityError, BindError) as exc:
         log.error("%s", exc)
         return 1
+    except RunTrained as exc:  # a restart cannot change that: refused, as a bad flag is
+        log.error("%s", exc)
+        return 2
     if loop.device.type == "cuda":
         gpu = GpuCollector.create(device_uuid(loop.device))
         if gpu is not None:

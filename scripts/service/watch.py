@@ -6,8 +6,9 @@ its own, for the bottleneck verdict), so it shows what Prometheus and Grafana sh
 that exits is reported on its own line with supervisord's reason and the process's last log
 lines; supervisord restarts whatever crashed, and the status line counts the learner's
 restarts. A process that refuses its configuration (exit status 2) is not restarted; when the
-learner does, or every actor does, everything stops. Ctrl-C (or SIGTERM) stops everything in
-order: the eval actor and the actors, then the learner with its final checkpoint.
+learner does, or every actor does, everything stops. So does everything, with status 0, when
+the learner finishes the run (`--train-frames`, make train FRAMES=). Ctrl-C (or SIGTERM) stops
+everything in order: the eval actor and the actors, then the learner with its final checkpoint.
 """
 
 from __future__ import annotations
@@ -139,7 +140,11 @@ class Watcher:
             return name not in self.unsettled and info["start"] and info["statename"] in down
 
         if learner and gone("learner"):
-            return learner["exitstatus"] or 1
+            status = learner["exitstatus"]
+            if learner["statename"] == "EXITED" and status == 0:  # --train-frames reached
+                print("\nthe learner has finished the run", file=sys.stderr)
+                return 0
+            return status or 1
         actors = [name for name in processes if name.startswith("actor-")]
         if actors and all(a in self.refused or gone(a) for a in actors):
             return REFUSED if self.refused.issuperset(actors) else 1

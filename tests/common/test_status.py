@@ -237,3 +237,13 @@ def test_the_line_shows_gpu_utilisation_only_on_a_gpu():
     line = status.status_line(now | status.flatten([gpu]), before, 60.0)
     assert fields(line)["gpu"] == "37" and fields(line)["verdict"] == "actor-bound"
     assert line.endswith("| gpu  37% | actor-bound")
+
+
+def test_a_planned_run_shows_its_frames_against_its_length():
+    m = LearnerMetrics()
+    assert "frames" not in status.status_line(sample(m), {}, 10.0)  # an endless run
+    m.train_frames.set(2_000_000)
+    m.run_env_frames.set(1_234_567)
+    line = status.status_line(sample(m), {}, 10.0)
+    assert " | frames 1.23M of 2.00M | " in line
+    assert fields(line)["episodes"] == "0"  # the fields before it stay where they were

@@ -125,3 +125,38 @@ def test_flags_a_process_refuses_stop_the_run_with_its_log(tmp_path):
     assert p.wait(120) == 2
     assert "learner refused to start" in log.read_text()
     assert "--epochs: must be >= 1, got 0" in log.read_text()
+
+
+def test_a_planned_run_stops_at_its_frames_and_a_finished_run_refuses_to_start(tmp_path):
+    frames = 20_000  # about a minute here: well past supervisord's startsecs of 10 s
+    s = settings(tmp_path) | {"FRAMES": frames}
+    run, log = RunDir(s["RUN"]), tmp_path / "train.log"
+    p = start_make("train", log, **s)
+    try:
+        assert p.wait(600) == 0, log.read_text(errors="replace")[-3000:]
+    finally:
+        if p.poll() is None:
+            ctrl_c(p)
+    out = log.read_text(errors="replace")
+    assert "the learner has finished the run" in out and "stopping..." in out
+    learner_log = (run.logs / "learner.log").read_text()
+    assert f"of --train-frames {frames}; stopping" in learner_log
+    final = checkpoint.load(checkpoint.latest_path(run))
+    assert final["env_frames"] >= frames
+    # the rate fell linearly to 0 over the run: the last update's is the schedule's near the end
+    batch_frames = 2 * 16 * 4 * 2  # --batch-chunks 2 of 16 steps, 4 frames a step, 2 envs
+    last_rate = final["optimizer"]["param_groups"][0]["lr"]
+    assert 0 <= last_rate <= 1e-3 * batch_frames / frames
+    assert not run.supervisord_pid.exists()
+
+    again = tmp_path / "again.log"
+    p = start_make("train", again, **s)
+    try:
+        assert p.wait(120) == 2, again.read_text(errors="replace")[-3000:]
+    finally:
+        if p.poll() is None:
+            ctrl_c(p)
+    out = again.read_text(errors="replace")
+    assert "learner refused to start" in out
+    assert f"its --train-frames is {frames}: raise --train-frames (make train FRAMES=)" in out
+    assert checkpoint.latest_path(run).name == f"ckpt-{final['policy_version']:010d}.pt"

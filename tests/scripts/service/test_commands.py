@@ -105,6 +105,7 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
         "KEYS": keys,
         "LEVELS": "1-2,world:4",
         "SCHEDULE": "progress",
+        "FRAMES": 5_000_000,
         "LEARNER_ARGS": "--batch-chunks 2 --seed 3",
         "ACTOR_ARGS": "--num-envs 1",
     }
@@ -125,6 +126,7 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
     learner = config_io.load(LearnerConfig, train["learner"][3:], prog="learner", description="")
     assert (learner.port, learner.batch_chunks, learner.seed) == (6000, 2, 3)
     assert (learner.level, learner.level_schedule) == ("1-2,world:4", "progress")
+    assert (learner.train_frames, learner.lr_anneal_frames) == (5_000_000, 5_000_000)
     assert learner.curve_dir == f"{keys}/learner"
     assert learner.run_dir == str(tmp_path / "run")
     actor = config_io.load(ActorConfig, train["actor-17"][3:], prog="actor", description="")

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from common import config as config_io
+from learner.config import LearnerConfig
 from scripts.service import host as hosts
 from scripts.service.host import Host
 
@@ -52,6 +54,29 @@ def test_the_learner_gets_the_cores_its_neighbours_leave():
     assert threads(hosts.learner_argv(beside_one)) == "15"
     told = Host(cores=2, n=1, learner_args="--torch-threads 2").resolved()
     assert threads(hosts.learner_argv(told)) == "2"  # LEARNER_ARGS come last: they win
+
+
+def learner_config(h: Host) -> LearnerConfig:
+    """The learner's config as its own parser reads `h`'s command line."""
+    argv = hosts.learner_argv(h)
+    assert argv[1:3] == ["-m", "learner"]
+    return config_io.load(LearnerConfig, argv[3:], prog="learner", description="")
+
+
+def test_frames_plan_the_run_length_and_anneal_the_rate_over_it():
+    endless = learner_config(Host(cores=2).resolved())
+    assert (endless.train_frames, endless.lr_anneal_frames) == (0, 0)
+    planned = learner_config(Host.from_env({"MARIO_FRAMES": "2000000", "MARIO_CORES": "2"}))
+    assert (planned.train_frames, planned.lr_anneal_frames) == (2_000_000, 2_000_000)
+    assert planned.lr_final_fraction == 0
+    flat = Host(cores=2, frames=2_000_000, learner_args="--lr-anneal-frames 0").resolved()
+    assert (learner_config(flat).train_frames, learner_config(flat).lr_anneal_frames) == (
+        2_000_000,
+        0,
+    )  # LEARNER_ARGS come last: they win
+    assert Host(frames=-1).resolved().problems() == [
+        "FRAMES must be >= 0 (0 = train until stopped), got -1"
+    ]
 
 
 def test_defaults_and_settings_from_the_environment():

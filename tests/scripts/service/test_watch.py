@@ -55,3 +55,26 @@ def test_an_exit_that_stays_exited_ends_the_run_with_its_status(tmp_path, capsys
     assert "learner exited (terminated by SIGKILL; not expected); not restarted" in (
         capsys.readouterr().err
     )
+
+
+def test_a_learner_that_finishes_the_run_ends_it_with_status_0(tmp_path, capsys, monkeypatch):
+    w = watcher(tmp_path)
+    (RunDir(w.host.run).logs / "supervisord.log").write_text(
+        "2026-11-27 02:41:03,604 INFO exited: learner (exit status 0; expected)\n"
+    )
+    monkeypatch.setattr(watch, "SETTLE_S", 0.0)
+    assert w.observe({"learner": info("RUNNING", 10, 0)}) is None
+    assert w.observe({"learner": info("EXITED", 0, 5, 0)}) == 0
+    err = capsys.readouterr().err
+    assert "learner exited (exit status 0; expected); not restarted" in err
+    assert "the learner has finished the run" in err
+
+
+def test_a_learner_that_gave_up_after_quick_exits_ends_the_run_with_a_failure(
+    tmp_path, monkeypatch
+):
+    w = watcher(tmp_path)
+    monkeypatch.setattr(watch, "SETTLE_S", 0.0)
+    assert w.observe({"learner": info("RUNNING", 10, 0)}) is None
+    # supervisord's FATAL after exits within startsecs keeps no exit status (0)
+    assert w.observe({"learner": info("FATAL", 0, 5, 0)}) == 1
