@@ -102,7 +102,7 @@ class TrainLoop:
             metrics.replay_capacity.set(cfg.replay_capacity)
         checkpoint.remove_stale_temps(self.run_dir)
         self.totals = checkpoint.resume(self.run_dir, self.learner, self.device)
-        if cfg.train_frames and self.totals.env_frames >= cfg.train_frames:
+        if self.trained():
             raise RunTrained(
                 f"{self.run_dir.root} has trained {self.totals.env_frames} env frames, its "
                 f"--train-frames is {cfg.train_frames}: raise --train-frames (make train FRAMES=) "
@@ -219,7 +219,7 @@ class TrainLoop:
             if cfg.max_updates and self.learner.updates >= cfg.max_updates:
                 log.info("reached max_updates=%d", cfg.max_updates)
                 break
-            if cfg.train_frames and self.totals.env_frames >= cfg.train_frames:
+            if self.trained():
                 log.info(
                     "the run is trained: %d env frames of --train-frames %d; stopping",
                     self.totals.env_frames,
@@ -277,6 +277,10 @@ class TrainLoop:
                 self.save_checkpoint()
                 last_checkpoint = now
         return 0
+
+    def trained(self) -> bool:
+        """Whether the run has reached its planned length (--train-frames; never when 0)."""
+        return 0 < self.cfg.train_frames <= self.totals.env_frames
 
     def stop(self, *_: object) -> None:
         self.stopping.set()

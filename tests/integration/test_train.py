@@ -54,6 +54,15 @@ def until(p: subprocess.Popen, log: Path, check):
     return checked
 
 
+def exit_status(p: subprocess.Popen, timeout_s: float) -> int:
+    """make's exit status once it ends on its own; Ctrl-C if it has not within `timeout_s`."""
+    try:
+        return p.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        ctrl_c(p)
+        raise
+
+
 def settings(tmp_path: Path) -> dict[str, object]:
     port, metrics = procs.free_port(2), procs.free_port(3)
     return {
@@ -132,11 +141,7 @@ def test_a_planned_run_stops_at_its_frames_and_a_finished_run_refuses_to_start(t
     s = settings(tmp_path) | {"FRAMES": frames}
     run, log = RunDir(s["RUN"]), tmp_path / "train.log"
     p = start_make("train", log, **s)
-    try:
-        assert p.wait(600) == 0, log.read_text(errors="replace")[-3000:]
-    finally:
-        if p.poll() is None:
-            ctrl_c(p)
+    assert exit_status(p, 600) == 0, log.read_text(errors="replace")[-3000:]
     out = log.read_text(errors="replace")
     assert "the learner has finished the run" in out and "stopping..." in out
     learner_log = (run.logs / "learner.log").read_text()
@@ -151,11 +156,7 @@ def test_a_planned_run_stops_at_its_frames_and_a_finished_run_refuses_to_start(t
 
     again = tmp_path / "again.log"
     p = start_make("train", again, **s)
-    try:
-        assert p.wait(120) == 2, again.read_text(errors="replace")[-3000:]
-    finally:
-        if p.poll() is None:
-            ctrl_c(p)
+    assert exit_status(p, 120) == 2, again.read_text(errors="replace")[-3000:]
     out = again.read_text(errors="replace")
     assert "learner refused to start" in out
     assert f"its --train-frames is {frames}: raise --train-frames (make train FRAMES=)" in out
