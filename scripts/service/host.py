@@ -22,6 +22,9 @@ from typing import get_args
 from common.levels import LevelSetError, Schedule, parse_levels
 from common.rundir import RunDir, atomic_write
 
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: make's and supervisord's working dir
+SOCKET_PATH_MAX = 107  # bytes in a Unix socket's path (sun_path holds 108 with its NUL)
+
 PREFIX = "MARIO_"
 
 
@@ -115,6 +118,15 @@ class Host:
             parse_levels(self.levels)
         except LevelSetError as exc:
             out.append(f"LEVELS: {exc}")
+        root = os.fsencode(os.path.abspath(ROOT / self.run))
+        sock = os.fsencode(os.path.abspath(ROOT / RunDir(self.run).supervisor_socket))
+        if len(sock) > SOCKET_PATH_MAX:
+            room = len(root) - (len(sock) - SOCKET_PATH_MAX)
+            out.append(
+                f"RUN={self.run!r} is too long: supervisord's socket in it would be a path of "
+                f"{len(sock)} bytes, over the {SOCKET_PATH_MAX} a Unix socket allows; pass a RUN "
+                f"whose absolute path is at most {room} bytes"
+            )
         if self.schedule not in ("", *get_args(Schedule)):
             out.append(
                 f"SCHEDULE must be one of {', '.join(get_args(Schedule))}, got {self.schedule!r}"

@@ -17,15 +17,13 @@ import subprocess
 import sys
 import time
 import xmlrpc.client
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from supervisor.xmlrpc import SupervisorTransport
 
 from common.rundir import RunDir
-from scripts.service.host import Host
+from scripts.service.host import ROOT, Host
 
-ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "deploy" / "supervisord" / "mario-impala.conf"
 # supervisord's own words for an exit and for giving up on a process
 EXITED = re.compile(r"exited: (\S+) \((.+); (not )?expected\)")

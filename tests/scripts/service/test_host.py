@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 
 import pytest
 
@@ -113,3 +115,32 @@ def test_targets_list_the_actors_and_the_eval_actor(tmp_path):
     ]
     assert json.loads(evals.read_text())[0]["labels"] == {"job": "mario-eval", "actor_id": "6"}
     assert hosts.write_targets(Host(actor_metrics_base=0).resolved()) == []
+
+
+def test_a_run_dir_too_deep_for_supervisords_socket_is_refused_with_the_room_there_is(tmp_path):
+    """supervisord's control socket lives in RUN; a Unix socket's path holds at most 107 bytes,
+    and past that supervisord only says "AF_UNIX path too long". The rule names RUN and how long
+    it may be, and that length is exactly the one that fits."""
+    deep = tmp_path / ("d" * 200)
+    (problem,) = Host(run=str(deep)).resolved().problems()
+    assert problem.startswith(f"RUN={str(deep)!r} is too long") and "107" in problem
+    room = int(problem.rsplit("at most ", 1)[1].split()[0])
+    fits = "/" + "r" * (room - 1)  # an absolute RUN of exactly `room` bytes
+    assert Host(run=fits).resolved().problems() == []
+    assert Host(run=fits + "r").resolved().problems() != []
+    assert len(os.fsencode(fits + "/supervisor.sock")) == hosts.SOCKET_PATH_MAX
+    assert Host(run="runs/default").resolved().problems() == []
+
+
+def test_the_socket_path_limit_is_the_kernels(tmp_path):
+    """A Unix socket binds at SOCKET_PATH_MAX bytes of path and not one byte more."""
+    pad = hosts.SOCKET_PATH_MAX - len(os.fsencode(str(tmp_path))) - 1
+    for extra, binds in ((0, True), (1, False)):
+        path = tmp_path / ("s" * (pad + extra))
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.bind(str(path))
+            except OSError:
+                assert not binds, f"{len(os.fsencode(str(path)))} bytes should bind"
+            else:
+                assert binds, f"{len(os.fsencode(str(path)))} bytes bound"
