@@ -53,11 +53,17 @@ wheelhouse:
 	@test -n "$(OUT)" || { echo "error: make wheelhouse needs OUT=dir (OUT.tar is written beside it)" >&2; exit 1; }
 	$(BASE_PYTHON) -m scripts.install wheelhouse --out $(OUT) --torch $(TORCH)
 
+# make test runs the suite in pytest-xdist's workers, two by default (its tests mostly wait on the
+# processes they start); the tests marked `alone` run after the rest, one at a time
+TEST_WORKERS ?= 2
+
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not alone" -n $(TEST_WORKERS)
+	$(PY) -m pytest -m alone
 
 test-fast: install
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow and not alone" -n $(TEST_WORKERS)
+	$(PY) -m pytest -m "not slow and alone"
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import socket
 import threading
@@ -35,6 +36,22 @@ def _candidates(n: int, low: int, high: int) -> tuple[int, int]:
     return 1024, 65536 - n + 1
 
 
+def _worker_share(n: int, lo: int, hi: int, environ=os.environ) -> tuple[int, int]:
+    """The bases [lo, hi) of ranges of n ports, cut to the share of one test worker of several
+    running side by side (`make test`'s pytest-xdist workers: PYTEST_XDIST_WORKER=gwK of
+    PYTEST_XDIST_WORKER_COUNT, which every process a test starts inherits), so that processes of
+    different workers never draw the same port; everything else draws from all of [lo, hi)."""
+    worker = environ.get("PYTEST_XDIST_WORKER", "")
+    count = environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker[:2] == "gw" and worker[2:].isdigit() and count.isdigit()):
+        return lo, hi
+    k, workers = int(worker[2:]), int(count)
+    if not 0 <= k < workers:
+        return lo, hi
+    width = (hi + n - 1 - lo) // workers  # ports per worker (the last range ends at hi + n - 2)
+    return lo + k * width, lo + (k + 1) * width - n + 1
+
+
 def free_ports(n: int = 1) -> int:
     """A base port P such that P .. P+n-1 were all free on 127.0.0.1 just now.
 
@@ -48,7 +65,7 @@ def free_ports(n: int = 1) -> int:
     """
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
-    lo, hi = _candidates(n, *_ephemeral())
+    lo, hi = _worker_share(n, *_candidates(n, *_ephemeral()))
     with _lock:
         for _ in range(1000):
             base = _random.randrange(lo, hi)

@@ -96,6 +96,7 @@ def test_hung_env_build_exits_instead_of_hanging():
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # timed
 def test_sigterm_stops_within_5_s_even_without_a_learner(tmp_path):
     """No learner listens: the actor waits for weights, then exits promptly on SIGTERM."""
     port = procs.free_port(2)
@@ -113,6 +114,7 @@ def test_sigterm_stops_within_5_s_even_without_a_learner(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # timed
 def test_sigterm_stops_a_playing_actor_within_5_s(tmp_path):
     port, lport = procs.free_port(2), procs.free_port()
     learner = procs.learner(

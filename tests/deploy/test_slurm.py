@@ -17,6 +17,7 @@ WHY = slurm.unavailable()
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.integration,
+    pytest.mark.alone,  # a cluster on this machine, its second node in a network namespace
     pytest.mark.skipif(WHY is not None, reason=f"no Slurm here: {WHY}"),
 ]
 

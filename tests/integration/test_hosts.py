@@ -19,6 +19,7 @@ WHY = unavailable()
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.integration,
+    pytest.mark.alone,  # network namespaces: the machine's, compared before and after
     pytest.mark.skipif(WHY is not None, reason=f"the rehearsal cannot run here: {WHY}"),
 ]
 

@@ -22,6 +22,7 @@ WHY = netns.unavailable()
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.integration,
+    pytest.mark.alone,  # network namespaces: the machine's, compared before and after
     pytest.mark.skipif(WHY is not None, reason=f"no network namespaces here: {WHY}"),
 ]
 

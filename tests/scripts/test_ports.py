@@ -71,3 +71,34 @@ def test_the_bases_stay_outside_the_ephemeral_range():
 def test_a_range_of_zero_ports_is_refused():
     with pytest.raises(ValueError, match="at least 1"):
         free_ports(0)
+
+
+def test_test_workers_draw_from_disjoint_shares_that_tile_the_range():
+    """`make test` runs two pytest-xdist workers side by side, and every process a test starts
+    inherits its worker's name: the ranges two workers can hand out never share a port."""
+    lo, hi = ports._candidates(3, 32768, 60999)
+    shares = [
+        ports._worker_share(
+            3, lo, hi, {"PYTEST_XDIST_WORKER": f"gw{k}", "PYTEST_XDIST_WORKER_COUNT": "2"}
+        )
+        for k in range(2)
+    ]
+    spans = [range(a, b - 1 + 3) for a, b in shares]  # the ports the share's ranges can hold
+    assert spans[0].start == lo and spans[0].stop <= spans[1].start
+    assert spans[1].stop <= hi - 1 + 3  # no port the undivided draw could not give
+    assert all(len(span) > 10_000 for span in spans)
+
+
+def test_outside_test_workers_the_whole_range_is_drawn_from():
+    assert ports._worker_share(2, 10_000, 32767, {}) == (10_000, 32767)
+    odd = {"PYTEST_XDIST_WORKER": "master", "PYTEST_XDIST_WORKER_COUNT": "2"}
+    assert ports._worker_share(2, 10_000, 32767, odd) == (10_000, 32767)
+
+
+def test_a_worker_draws_only_from_its_share(monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    lo, hi = ports._worker_share(4, *ports._candidates(4, *ports._ephemeral()))
+    for _ in range(200):
+        base = free_ports(4)
+        assert lo <= base < hi, f"{base} outside worker gw1's share {lo}..{hi - 1}"

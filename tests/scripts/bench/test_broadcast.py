@@ -14,7 +14,11 @@ from scripts.chaos import netns
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bridge", [False, True], ids=["loopback", "bridge"])
+@pytest.mark.parametrize(
+    "bridge",
+    [False, pytest.param(True, marks=pytest.mark.alone)],  # the bridge: network namespaces
+    ids=["loopback", "bridge"],
+)
 def test_every_subscriber_gets_the_weights_and_the_costs_are_counted(bridge, capsys):
     if bridge and (why := netns.unavailable()):
         pytest.skip(f"no network namespaces here: {why}")

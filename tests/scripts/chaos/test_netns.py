@@ -13,7 +13,10 @@ import pytest
 from scripts.chaos import netns
 
 WHY = netns.unavailable()
-pytestmark = pytest.mark.skipif(WHY is not None, reason=f"no network namespaces here: {WHY}")
+pytestmark = [
+    pytest.mark.alone,  # network namespaces: the machine's, compared before and after
+    pytest.mark.skipif(WHY is not None, reason=f"no network namespaces here: {WHY}"),
+]
 
 CONNECT = (
     "import socket, sys\n"
