@@ -53,9 +53,10 @@ wheelhouse:
 	@test -n "$(OUT)" || { echo "error: make wheelhouse needs OUT=dir (OUT.tar is written beside it)" >&2; exit 1; }
 	$(BASE_PYTHON) -m scripts.install wheelhouse --out $(OUT) --torch $(TORCH)
 
-# make test runs the suite in pytest-xdist's workers, two by default (its tests mostly wait on the
-# processes they start); the tests marked `alone` run after the rest, one at a time
-TEST_WORKERS ?= 2
+# TEST_WORKERS=N runs the suite in N pytest-xdist workers (0, the default: in this process; on 2
+# cores two workers save about a tenth, docs/PERFORMANCE.md); the tests marked `alone` run after
+# the rest, one at a time
+TEST_WORKERS ?= 0
 
 test: install
 	$(PY) -m pytest -m "not alone" -n $(TEST_WORKERS)

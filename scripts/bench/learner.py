@@ -105,6 +105,14 @@ def time_updates(
     return out
 
 
+def next_update(url: str, poll_s: float = 0.02) -> tuple[dict[str, float], float]:
+    """The learner's /metrics just after its next update ends, and when they were read."""
+    first = status.scrape(url).get("mario_learner_updates_total", 0)
+    while (now := status.scrape(url)).get("mario_learner_updates_total", 0) == first:
+        time.sleep(poll_s)
+    return now, time.perf_counter()
+
+
 def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: float) -> dict:
     """A real learner process fed by `senders` processes; figures from its /metrics."""
     port, mport = free_ports(2), free_ports()
@@ -128,12 +136,15 @@ def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: f
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError("learner did not start training")
                 time.sleep(0.5)
-            before, t0 = status.scrape(url), time.perf_counter()
+            # the window opens and closes as an update ends: the loop's wait and compute seconds
+            # are counted per update, so any other window leaves part of one out
+            before, t0 = next_update(url)
             util = []
             while time.perf_counter() - t0 < seconds:
-                time.sleep(1.0)
+                time.sleep(min(1.0, max(0.0, seconds - (time.perf_counter() - t0))))
                 util.append(status.gpu_utilization(status.scrape(url)))
-            after, dt = status.scrape(url), time.perf_counter() - t0
+            after, t1 = next_update(url)
+            dt = t1 - t0
         finally:
             proc.terminate()
             proc.wait(30)
