@@ -105,10 +105,15 @@ def time_updates(
     return out
 
 
-def next_update(url: str, poll_s: float = 0.02) -> tuple[dict[str, float], float]:
+def next_update(
+    url: str, proc: subprocess.Popen, timeout_s: float = 60, poll_s: float = 0.02
+) -> tuple[dict[str, float], float]:
     """The learner's /metrics just after its next update ends, and when they were read."""
     first = status.scrape(url).get("mario_learner_updates_total", 0)
+    deadline = time.monotonic() + timeout_s
     while (now := status.scrape(url)).get("mario_learner_updates_total", 0) == first:
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError(f"the learner made no update in {timeout_s:.0f} s")
         time.sleep(poll_s)
     return now, time.perf_counter()
 
@@ -138,12 +143,12 @@ def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: f
                 time.sleep(0.5)
             # the window opens and closes as an update ends: the loop's wait and compute seconds
             # are counted per update, so any other window leaves part of one out
-            before, t0 = next_update(url)
+            before, t0 = next_update(url, proc)
             util = []
             while time.perf_counter() - t0 < seconds:
-                time.sleep(min(1.0, max(0.0, seconds - (time.perf_counter() - t0))))
+                time.sleep(1.0)
                 util.append(status.gpu_utilization(status.scrape(url)))
-            after, t1 = next_update(url)
+            after, t1 = next_update(url, proc)
             dt = t1 - t0
         finally:
             proc.terminate()
