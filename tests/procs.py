@@ -11,9 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common import status
+from scripts.checkout import ROOT
 from scripts.ports import free_ports as free_port  # noqa: F401  (free_port(span): P .. P+span-1 free)
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class Proc:

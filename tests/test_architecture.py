@@ -4,12 +4,14 @@ import which, no import circle between files, no file over the size limit, one w
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from scripts.checkout import ROOT
+
 PACKAGES = ("actor", "learner", "common", "scripts")
 MAX_LINES = 450
 
@@ -113,3 +115,29 @@ def test_one_way_to_import():
         if p != Path(__file__) and ("sys.path" in text or "spec_from_file_location" in text):
             bad.append(str(p.relative_to(ROOT)))
     assert not bad, bad
+
+
+OWN_DIR = re.compile(
+    r"Path\(__file__\)(?:\.resolve\(\))?(?P<up>\.parents\[(?P<n>\d+)\]|(?:\.parent\b)+)"
+)
+
+
+def dirs_above(path: Path, text: str) -> Iterator[Path]:
+    """The directories a file reaches up to from its own path (`Path(__file__).parents[2]`,
+    `Path(__file__).parent.parent`)."""
+    for m in OWN_DIR.finditer(text):
+        up = int(m["n"]) if m["n"] is not None else m["up"].count(".parent") - 1
+        yield path.resolve().parents[up]
+
+
+def test_the_checkout_is_found_in_one_place():
+    """Every script that starts processes in the checkout takes its path from
+    scripts/checkout.py, so all of them agree on it."""
+    here = ROOT / "scripts" / "checkout.py"
+    bad = [
+        str(p.relative_to(ROOT))
+        for p in python_files(*PACKAGES, "tests")
+        if p not in (here, Path(__file__)) and ROOT.resolve() in dirs_above(p, p.read_text())
+    ]
+    assert not bad, f"import ROOT from scripts.checkout instead: {bad}"
+    assert ROOT.resolve() in dirs_above(here, here.read_text())  # the pattern finds it there

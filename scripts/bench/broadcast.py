@@ -46,9 +46,9 @@ import zmq
 from common import status, wire
 from scripts.bench.shared import arg_parser, send_chunks
 from scripts.chaos import netns
+from scripts.checkout import ROOT
 from scripts.ports import free_ports
 
-ROOT = Path(__file__).resolve().parents[2]
 TICK = os.sysconf("SC_CLK_TCK")
 SPAWN = mp.get_context("spawn")
 

@@ -38,7 +38,6 @@ import threading
 import time
 from itertools import product
 from multiprocessing.synchronize import Event as EventType
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -48,9 +47,9 @@ from learner.batching import collate, to_host
 from learner.config import LearnerConfig
 from learner.loop import build_training, training_device
 from scripts.bench.shared import arg_parser, send_chunks, sync, synthetic_chunk
+from scripts.checkout import ROOT
 from scripts.ports import free_ports
 
-ROOT = Path(__file__).resolve().parents[2]
 SPAWN = mp.get_context("spawn")
 FRAME_SKIP = 4
 

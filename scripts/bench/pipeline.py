@@ -19,16 +19,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from common import wire
 from common.metrics import LearnerMetrics
 from common.model import ActorCritic, ModelSpec
 from learner.ingest import Ingest, IngestSettings
 from scripts.bench.shared import arg_parser, raw_frames_per_s, send_chunks, summed_rate
+from scripts.checkout import ROOT
 from scripts.ports import free_ports
 
-ROOT = Path(__file__).resolve().parents[2]
 SPAWN = mp.get_context("spawn")
 Condition = Callable[[], bool]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from actor.config import ActorConfig
 from common.env import EnvBuildError, build_envs
 from scripts.chaos.soak.judge import percentile
+from scripts.checkout import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 WORKER = [sys.executable, "-m", "scripts.chaos.builds", "--worker"]  # builds N envs, then exits
 
 

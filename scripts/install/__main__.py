@@ -15,6 +15,7 @@ import time
 import tomllib
 from pathlib import Path
 
+from scripts.checkout import ROOT
 from scripts.install.box import (
     BOX_DIR,
     describe,
@@ -34,8 +35,6 @@ from scripts.install.rules import (
     torch_plan,
     wheel_matches,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def pyproject() -> dict:

@@ -23,8 +23,9 @@ import subprocess
 import sys
 
 from common.curve import make_keys
+from scripts.checkout import ROOT
 from scripts.service import host as hosts
-from scripts.service.supervisor import CONF, ROOT, Supervisor, SupervisorError
+from scripts.service.supervisor import CONF, Supervisor, SupervisorError
 from scripts.service.watch import Watcher
 
 

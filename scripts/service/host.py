@@ -21,8 +21,8 @@ from typing import get_args
 
 from common.levels import LevelSetError, Schedule, parse_levels
 from common.rundir import RunDir, atomic_write
+from scripts.checkout import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: make's and supervisord's working dir
 SOCKET_PATH_MAX = 107  # bytes in a Unix socket's path (sun_path holds 108 with its NUL)
 
 PREFIX = "MARIO_"

@@ -22,7 +22,8 @@ from typing import Any, NamedTuple
 from supervisor.xmlrpc import SupervisorTransport
 
 from common.rundir import RunDir
-from scripts.service.host import ROOT, Host
+from scripts.checkout import ROOT
+from scripts.service.host import Host
 
 CONF = ROOT / "deploy" / "supervisord" / "mario-impala.conf"
 # supervisord's own words for an exit and for giving up on a process

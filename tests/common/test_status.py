@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,9 @@ from prometheus_client.core import GaugeMetricFamily
 from common import status
 from common.levels import level_lengths, progress
 from common.metrics import ActorMetrics, LearnerMetrics
+from scripts.checkout import ROOT
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "deploy/grafana/dashboards/mario-impala.json"
+DASHBOARD = ROOT / "deploy/grafana/dashboards/mario-impala.json"
 
 
 def sample(metrics: LearnerMetrics) -> dict[str, float]:

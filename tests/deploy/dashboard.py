@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from prometheus_client import generate_latest
@@ -13,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from common.metrics import ActorMetrics, EvalMetrics, LearnerMetrics, RelayMetrics
 from learner.gpu import GpuCollector
+from scripts.checkout import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "mario-impala.json"
 DATASOURCE_UID = "mario-prometheus"
 GPU_ROW = "GPU"

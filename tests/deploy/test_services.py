@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from supervisor.options import ServerOptions
 
+from scripts.checkout import ROOT
 from scripts.service.host import Host, argv_for
 from scripts.service.supervisor import Supervisor
 
-ROOT = Path(__file__).resolve().parents[2]
 SYSTEMD = ROOT / "deploy/systemd"
 SUPERVISORD_CONF = ROOT / "deploy/supervisord/mario-impala.conf"
 UNITS = [

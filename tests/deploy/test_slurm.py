@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from scripts.checkout import ROOT
 from tests import slurm
 
-ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "deploy/slurm/mario-impala.sbatch"
 WHY = slurm.unavailable()
 pytestmark = [

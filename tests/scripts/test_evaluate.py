@@ -20,8 +20,8 @@ from common.model import ActorCritic, ModelSpec
 from common.rundir import RunDir
 from learner import checkpoint
 from scripts import evaluate
+from scripts.checkout import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CORRIDOR = "tests.fakes:Corridor-v0"
 
 

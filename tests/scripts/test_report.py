@@ -11,8 +11,8 @@ import pytest
 
 from common.rundir import RunDir
 from scripts import report
+from scripts.checkout import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000.0
 
 

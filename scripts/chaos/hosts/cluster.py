@@ -27,10 +27,10 @@ from typing import Any
 
 from common.curve import make_keys
 from scripts.chaos import netns
+from scripts.checkout import ROOT
 from scripts.service.host import Host, write_targets
 from scripts.service.supervisor import Supervisor
 
-ROOT = Path(__file__).resolve().parents[3]
 PORT, LEARNER_METRICS, ACTOR_METRICS_BASE, PROMETHEUS_PORT = 5555, 9000, 9100, 9090
 ACTORS = {"actors-a": (0, 1), "actors-b": (2, 3)}  # the actor hosts and their actor ids
 EVAL_ID = 5  # the eval host's Host(first_actor=4, n=1): id first_actor + n

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from common import status
+from scripts.checkout import ROOT
 from scripts.ports import free_ports
 from scripts.service.host import Host
 from scripts.service.supervisor import Supervisor
 
-ROOT = Path(__file__).resolve().parents[3]
 STARTSECS = 10.0  # deploy/supervisord/mario-impala.conf: a process younger than this is starting
 
 

@@ -18,10 +18,10 @@ from actor.relay import RelayConfig
 from common import config as config_io
 from common.curve import make_keys
 from learner.config import LearnerConfig
+from scripts.checkout import ROOT
 from scripts.service import host as hosts
 from scripts.service.supervisor import CONF, Supervisor
 
-ROOT = Path(__file__).resolve().parents[3]
 SYSTEMD = ROOT / "deploy" / "systemd"
 INSTALLED = "/opt/mario-impala"
 
