@@ -45,6 +45,7 @@ class Watcher:
         self.restarts: dict[str, int] = {}
         self.last_restart: dict[str, float] = {}
         self.refused: set[str] = set()
+        self.finished = False  # the learner exited 0: the run is over
         self.unsettled: dict[str, float] = {}  # exits seen in state EXITED, not yet reported
         self.window = StatusWindow()
         self.stopping = False
@@ -87,7 +88,8 @@ class Watcher:
         cannot go on, else None."""
         now = time.monotonic()
         for name, info in processes.items():  # supervisord stamps every exit's time
-            if info["stop"] and info["stop"] != self.stops.get(name) and name not in self.refused:
+            over = name in self.refused or (name == "learner" and self.finished)
+            if info["stop"] and info["stop"] != self.stops.get(name) and not over:
                 self.unsettled.setdefault(name, now)
         for name, info in processes.items():
             self.stops[name] = info["stop"]
@@ -120,6 +122,14 @@ class Watcher:
                 self.refused.add(name)
                 self.supervisor.stop(info)
                 what, then = "refused to start", "not restarted"
+            elif name == "learner" and last and last.how == "exit status 0":
+                # The learner exits 0 only when the run is over (--train-frames reached, or it
+                # was stopped). One that got there within startsecs of its start, say a resumed
+                # run a few updates short of its frames, counts to supervisord as a failed start
+                # and would be retried: stop it.
+                self.finished = True
+                self.supervisor.stop(info)
+                what, then = "exited", "not restarted"
             else:
                 what, then = "exited", AFTER_EXIT.get(info["statename"], "not restarted")
             print(
@@ -131,20 +141,21 @@ class Watcher:
     def verdict(self, processes: dict[str, dict]) -> int | None:
         """Stop when the learner has stopped for good, or every actor has."""
         down = ("EXITED", "FATAL")
-        if "learner" in self.refused:
-            return REFUSED
         learner = processes.get("learner")
 
         def gone(name: str) -> bool:
             info = processes[name]
             return name not in self.unsettled and info["start"] and info["statename"] in down
 
-        if learner and gone("learner"):
-            status = learner["exitstatus"]
-            if learner["statename"] == "EXITED" and status == 0:  # --train-frames reached
-                print("\nthe learner has finished the run", file=sys.stderr)
-                return 0
-            return status or 1
+        if learner and gone("learner") and not self.finished:
+            if learner["statename"] != "EXITED" or learner["exitstatus"] != 0:
+                return learner["exitstatus"] or 1
+            self.finished = True  # --train-frames reached
+        if self.finished:
+            print("\nthe learner has finished the run", file=sys.stderr)
+            return 0
+        if "learner" in self.refused:
+            return REFUSED
         actors = [name for name in processes if name.startswith("actor-")]
         if actors and all(a in self.refused or gone(a) for a in actors):
             return REFUSED if self.refused.issuperset(actors) else 1

@@ -137,7 +137,8 @@ def test_flags_a_process_refuses_stop_the_run_with_its_log(tmp_path):
 
 
 def test_a_planned_run_stops_at_its_frames_and_a_finished_run_refuses_to_start(tmp_path):
-    frames = 20_000  # about a minute here: well past supervisord's startsecs of 10 s
+    batch_frames = 2 * 16 * 4 * 2  # --batch-chunks 2 of 16 steps, 4 frames a step, 2 envs
+    frames = 8 * batch_frames
     s = settings(tmp_path) | {"FRAMES": frames}
     run, log = RunDir(s["RUN"]), tmp_path / "train.log"
     p = start_make("train", log, **s)
@@ -149,7 +150,6 @@ def test_a_planned_run_stops_at_its_frames_and_a_finished_run_refuses_to_start(t
     final = checkpoint.load(checkpoint.latest_path(run))
     assert final["env_frames"] >= frames
     # the rate fell linearly to 0 over the run: the last update's is the schedule's near the end
-    batch_frames = 2 * 16 * 4 * 2  # --batch-chunks 2 of 16 steps, 4 frames a step, 2 envs
     last_rate = final["optimizer"]["param_groups"][0]["lr"]
     assert 0 <= last_rate <= 1e-3 * batch_frames / frames
     assert not run.supervisord_pid.exists()
@@ -161,3 +161,17 @@ def test_a_planned_run_stops_at_its_frames_and_a_finished_run_refuses_to_start(t
     assert "learner refused to start" in out
     assert f"its --train-frames is {frames}: raise --train-frames (make train FRAMES=)" in out
     assert checkpoint.latest_path(run).name == f"ckpt-{final['policy_version']:010d}.pt"
+
+    # Raised by one batch, the resumed run ends after its first update, often within
+    # supervisord's startsecs (10 s), where an exit counts as a failed start to retry: the
+    # watcher ends the run all the same, and no second learner starts.
+    more = tmp_path / "more.log"
+    p = start_make("train", more, **s | {"FRAMES": final["env_frames"] + 1})
+    assert exit_status(p, 300) == 0, more.read_text(errors="replace")[-3000:]
+    out = more.read_text(errors="replace")
+    assert "the learner has finished the run" in out and "refused" not in out
+    learner_log = (run.logs / "learner.log").read_text()
+    assert learner_log.count("resumed from") == 2  # the refused start, then this one
+    last = checkpoint.load(checkpoint.latest_path(run))
+    assert last["policy_version"] > final["policy_version"]
+    assert last["env_frames"] > final["env_frames"]

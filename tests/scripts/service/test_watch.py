@@ -78,3 +78,20 @@ def test_a_learner_that_gave_up_after_quick_exits_ends_the_run_with_a_failure(
     assert w.observe({"learner": info("RUNNING", 10, 0)}) is None
     # supervisord's FATAL after exits within startsecs keeps no exit status (0)
     assert w.observe({"learner": info("FATAL", 0, 5, 0)}) == 1
+
+
+def test_a_learner_that_finishes_within_startsecs_ends_the_run_and_is_not_retried(tmp_path, capsys):
+    w = watcher(tmp_path)
+    # an exit within startsecs is a failed start to supervisord, whatever its status: BACKOFF
+    (RunDir(w.host.run).logs / "supervisord.log").write_text(
+        "2026-11-30 05:39:13,900 WARN exited: learner (exit status 0; not expected)\n"
+    )
+    assert w.observe({"learner": info("STARTING", 10, 0)}) is None
+    assert w.observe({"learner": info("BACKOFF", 0, 5, 0)}) == 0
+    err = capsys.readouterr().err
+    assert "learner exited (exit status 0; not expected); not restarted" in err
+    assert "the learner has finished the run" in err
+    # a retry that supervisord began before the stop reached it is not the run's verdict
+    assert w.observe({"learner": info("STARTING", 11, 5)}) == 0
+    assert w.observe({"learner": info("EXITED", 0, 6, 2)}) == 0
+    assert "refused" not in capsys.readouterr().err
