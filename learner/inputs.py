@@ -49,10 +49,10 @@ def final_previous_actions(batch: Batch) -> torch.Tensor:
     return batch.actions.gather(0, t[None]).squeeze(0)
 
 
-def heads_input(model: ActorCritic, batch: Batch, x: torch.Tensor) -> torch.Tensor:
-    """The recurrent core over the trunk's outputs x [(T+1)*N + N, F] (the T+1 stacks of each
-    sequence, time-major, then the N final stacks): [(T+1)*N + N, F'], the heads' input. Without
-    a core, x itself.
+def heads_input(model: ActorCritic, batch: Batch, x: torch.Tensor, steps: int) -> torch.Tensor:
+    """The recurrent core over the trunk's outputs x [S*N (+ N), F]: the first S = `steps` stacks
+    of each sequence, time-major (S is T+1, or T where nothing bootstraps), then, for S = T+1,
+    the N final stacks. Returns the heads' input, shaped as x. Without a core, x itself.
 
     Each sequence's core starts from its chunk's `core_state` [N, C] and is reset where frames[3+t]
     starts an episode; a final stack (the real observation after truncated step t) continues
@@ -62,8 +62,12 @@ def heads_input(model: ActorCritic, batch: Batch, x: torch.Tensor) -> torch.Tens
         return x
     T, N = batch.unroll_length, batch.num_sequences
     seq, after = model.core_unroll(
-        x[: (T + 1) * N].view(T + 1, N, -1), batch.first[STACK - 1 :], batch.core_state
-    )  # [T+1, N, F'], [T+1, N, C]
+        x[: steps * N].view(steps, N, -1),
+        batch.first[STACK - 1 : STACK - 1 + steps],
+        batch.core_state,
+    )  # [S, N, F'], [S, N, C]
+    if steps == T:
+        return seq.flatten(0, 1)
     t = batch.final_t.clamp(min=0)  # [N]
-    final, _ = model.core_step(x[(T + 1) * N :], after[t, torch.arange(N, device=t.device)])
+    final, _ = model.core_step(x[steps * N :], after[t, torch.arange(N, device=t.device)])
     return torch.cat([seq.flatten(0, 1), final])

@@ -102,35 +102,45 @@ def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
 
 
 class Outputs(NamedTuple):
-    """The network's outputs over a batch."""
+    """The network's outputs over a batch: S = T+1 stacks per sequence, or the T acting ones
+    where nothing bootstraps (`network_outputs(..., bootstrap=False)`)."""
 
-    logits: torch.Tensor  # [T+1, N, A] target policy, with gradient, float32
-    values: torch.Tensor  # [T+1, N] V(x) in reward units; with gradient unless normalised
+    logits: torch.Tensor  # [S, N, A] target policy, with gradient, float32
+    values: torch.Tensor  # [S, N] V(x) in reward units; with gradient unless normalised
     features: torch.Tensor  # [T*N, F] the heads' input at the first T stacks, with gradient
-    final_values: torch.Tensor  # [N] V of each sequence's final stack, detached
+    final_values: torch.Tensor | None  # [N] V of each sequence's final stack, detached
 
 
 def network_outputs(
-    model: ActorCritic, batch: Batch, hyper: Hyper, value_norm: ValueNorm | None = None
+    model: ActorCritic,
+    batch: Batch,
+    hyper: Hyper,
+    value_norm: ValueNorm | None = None,
+    bootstrap: bool = True,
 ) -> Outputs:
-    """The network over all T+1 stacks of every sequence, plus each sequence's final stack."""
+    """The network over all T+1 stacks of every sequence, plus each sequence's final stack;
+    without `bootstrap`, over the T stacks that acted only (what held targets leave to compute:
+    the ratios pi/mu and the value loss)."""
     T, N = batch.unroll_length, batch.num_sequences
-    stacks = stack_frames(batch.frames, batch.first)  # [T+1, N, 4, H, W]
-    obs = torch.cat([stacks.flatten(0, 1), final_stacks(batch)], dim=0)  # [(T+1)*N + N, 4, H, W]
-    prev = previous_actions(batch, model.spec.num_actions)  # [T+1, N]
-    last = torch.cat([prev.flatten(), final_previous_actions(batch)])  # [(T+1)*N + N]
+    S = T + 1 if bootstrap else T
+    stacks = stack_frames(batch.frames, batch.first)[:S]  # [S, N, 4, H, W]
+    prev = previous_actions(batch, model.spec.num_actions)[:S]  # [S, N]
+    obs, last = stacks.flatten(0, 1), prev.flatten()  # [S*N, 4, H, W], [S*N]
+    if bootstrap:  # then the final stacks: [S*N + N, ...]
+        obs = torch.cat([obs, final_stacks(batch)], dim=0)
+        last = torch.cat([last, final_previous_actions(batch)])
     bf16 = hyper.precision == "bf16"
     with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
-        h = heads_input(model, batch, model.features(obs, last))  # [(T+1)*N + N, F']
-        logits = model.policy(h[: (T + 1) * N]).view(T + 1, N, -1).float()  # [T+1, N, A]
+        h = heads_input(model, batch, model.features(obs, last), S)  # [S*N (+ N), F']
+        logits = model.policy(h[: S * N]).view(S, N, -1).float()  # [S, N, A]
         if value_norm is None:
-            raw = model.value(h).squeeze(-1).float()  # [(T+1)*N + N]
+            raw = model.value(h).squeeze(-1).float()  # [S*N (+ N)]
         else:  # the head predicts sigma-normalised values; targets are built in reward units
             with torch.no_grad():
                 raw = value_norm.denormalize(model.value(h).squeeze(-1).float())
     h = h.float()
-    values = raw[: (T + 1) * N].view(T + 1, N)  # [T+1, N]
-    final_values = raw[(T + 1) * N :].detach()  # [N]
+    values = raw[: S * N].view(S, N)  # [S, N]
+    final_values = raw[S * N :].detach() if bootstrap else None  # [N]
     return Outputs(logits, values, h[: T * N], final_values)
 
 
@@ -238,7 +248,7 @@ def loss_and_stats(
     statistics. With `targets`, the value loss and the policy's advantages use them instead of
     the targets of the network as it is now (the ratios pi/mu are the current network's)."""
     T, N = batch.unroll_length, batch.num_sequences
-    fwd = network_outputs(model, batch, hyper, value_norm)
+    fwd = network_outputs(model, batch, hyper, value_norm, bootstrap=targets is None)
     if targets is None:
         vt, advantages = step_targets(fwd, batch, hyper)
         vs, log_pi, log_rhos = vt.vs, vt.target_action_log_probs, vt.log_rhos
