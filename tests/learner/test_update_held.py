@@ -11,7 +11,7 @@ import torch
 from common.model import ActorCritic, ModelSpec
 from learner.popart import PopArt
 from learner.update import batch_targets, loss_and_stats, network_outputs
-from tests.learner.test_update import A, hyper, make_batch
+from tests.learner.test_update import A, hyper, make_batch, replaced
 
 
 def batch_with_ends(net: ActorCritic):
@@ -30,7 +30,7 @@ def batch_with_ends(net: ActorCritic):
     batch.core_state = torch.randn(N, net.spec.state_size)
     with torch.no_grad():
         logits = network_outputs(net, batch, hyper()).logits[:T]
-    return batch.__class__(**(vars(batch) | {"behaviour_logits": logits}))
+    return replaced(batch, behaviour_logits=logits)
 
 
 @pytest.mark.parametrize("core", ["none", "lstm", "gru"])
