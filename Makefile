@@ -71,10 +71,10 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 bench: install
-	$(PY) -m scripts.bench.env
-	$(PY) -m scripts.bench.pipeline
-	$(PY) -m scripts.bench.replay
-	$(PY) -m scripts.bench.learner --e2e
+	$(PY) -m scripts.dev.bench.env
+	$(PY) -m scripts.dev.bench.pipeline
+	$(PY) -m scripts.dev.bench.replay
+	$(PY) -m scripts.dev.bench.learner --e2e
 
 # ---- running (scripts/service: one place for every command line) -------------------------------
 # Settings a user may give; each becomes the variable MARIO_<NAME> that scripts/service reads,
@@ -136,25 +136,25 @@ report: install
 # make soak MINUTES=30: learner, 2 actors and the eval actor under supervisord (as make up), kill
 # -9 of actors and of the learner (also mid-checkpoint) on a seeded schedule, a rogue peer; PASS
 # or FAIL against docs/RELIABILITY.md's targets, summary in SOAK_RUN/soak.json (emptied first).
-# SOAK_ARGS passes more flags (python -m scripts.chaos.soak --help), e.g. --seed 1.
+# SOAK_ARGS passes more flags (python -m scripts.dev.chaos.soak --help), e.g. --seed 1.
 MINUTES ?= 30
 SOAK_RUN ?= runs/soak
 SOAK_ARGS ?=
 
 soak: install
-	$(PY) -m scripts.chaos.soak --minutes $(MINUTES) --run-dir $(SOAK_RUN) $(SOAK_ARGS)
+	$(PY) -m scripts.dev.chaos.soak --minutes $(MINUTES) --run-dir $(SOAK_RUN) $(SOAK_ARGS)
 
 # make hosts MINUTES=20: a learner host, two actor hosts and an eval host, each a network
 # namespace with its own address, started as docs/DEPLOY.md says (CURVE on, Prometheus scraping
 # every host); on a seeded schedule an actor host's link goes down, an actor host dies and is
 # replaced, the learner's link goes down, its broadcast port is blocked, the learner is killed.
 # PASS or FAIL in HOSTS_RUN/hosts.json. Needs root, iproute2, nftables and prometheus.
-# HOSTS_ARGS passes more flags (python -m scripts.chaos.hosts --help).
+# HOSTS_ARGS passes more flags (python -m scripts.dev.chaos.hosts --help).
 HOSTS_RUN ?= runs/hosts
 HOSTS_ARGS ?=
 
 hosts: install
-	$(PY) -m scripts.chaos.hosts --minutes $(MINUTES) --run-dir $(HOSTS_RUN) $(HOSTS_ARGS)
+	$(PY) -m scripts.dev.chaos.hosts --minutes $(MINUTES) --run-dir $(HOSTS_RUN) $(HOSTS_ARGS)
 
 # ---- monitoring (docs/MONITORING.md) ---------------------------------------------------------
 # Prometheus in the foreground (Ctrl-C stops it) on 127.0.0.1:9090: scrapes the learner on :9000

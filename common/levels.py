@@ -12,7 +12,7 @@ which makes the weights divide the envs rather than each env's episodes. The pol
 which level it plays.
 
 A level's length is the x position of its flag (or, in a castle, its axe), measured from the game
-by `scripts.analysis.level_lengths` and kept in common/level_lengths.json with the command that
+by `scripts.dev.analysis.level_lengths` and kept in common/level_lengths.json with the command that
 measured it. `progress` turns an episode's max x into a share of its level, so that levels of
 different lengths can be averaged and compared.
 """

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts.chaos.hosts.__main__ import unavailable
-from scripts.chaos.hosts.schedule import KINDS
+from scripts.dev.chaos.hosts.__main__ import unavailable
+from scripts.dev.chaos.hosts.schedule import KINDS
 from tests import procs
 
 WHY = unavailable()

@@ -1,6 +1,6 @@
 """An actor on another host, cut off by a partition (its link down: no FIN, no RST, packets
 vanish), or with only the weight broadcast cut, with real processes in network namespaces
-(scripts/chaos/netns.py).
+(scripts/dev/chaos/netns.py).
 
 While cut off it stops stepping once its credits are spent, holding at most the chunk it was
 filling; when the link returns it streams again, and the chunks it made with weights that went
@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from scripts.chaos import netns
+from scripts.dev.chaos import netns
 from tests import procs
 
 WHY = netns.unavailable()
