@@ -33,7 +33,7 @@ WHEELS ?=
 OUT ?=
 NO_PYTHON = { echo "error: $(if $(PYTHON),PYTHON=$(PYTHON) not found,no python3.13 or python3.12 found) (PATH, pyenv, uv); install one (pyenv install 3.13) or pass PYTHON=/path/to/python" >&2; exit 1; }
 
-.PHONY: install install-tensorboard wheelhouse test test-fast lint bench
+.PHONY: install install-tensorboard wheelhouse test test-all test-fast lint bench
 
 install: $(STAMP)
 
@@ -55,12 +55,19 @@ wheelhouse:
 
 # TEST_WORKERS=N runs the suite in N pytest-xdist workers (0, the default: in this process; on 2
 # cores two workers save about a tenth, docs/PERFORMANCE.md); the tests marked `alone` run after
-# the rest, one at a time
+# the rest, one at a time. make test: every test but the multi-minute rehearsals (marked
+# `rehearsal`: the soak, the multi-host run, Slurm, an offline install, supervisord's make train
+# and make up); make test-all: make test, then the rehearsals (what CI runs). Between them they run
+# every test once (tests/test_suites.py).
 TEST_WORKERS ?= 0
 
 test: install
-	$(PY) -m pytest -m "not alone" -n $(TEST_WORKERS)
-	$(PY) -m pytest -m alone
+	$(PY) -m pytest -m "not rehearsal and not alone" -n $(TEST_WORKERS)
+	$(PY) -m pytest -m "not rehearsal and alone"
+
+test-all: test
+	$(PY) -m pytest -m "rehearsal and not alone" -n $(TEST_WORKERS)
+	$(PY) -m pytest -m "rehearsal and alone"
 
 test-fast: install
 	$(PY) -m pytest -m "not slow and not alone" -n $(TEST_WORKERS)

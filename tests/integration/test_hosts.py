@@ -18,6 +18,7 @@ from tests import procs
 WHY = unavailable()
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.rehearsal,
     pytest.mark.integration,
     pytest.mark.alone,  # network namespaces: the machine's, compared before and after
     pytest.mark.skipif(WHY is not None, reason=f"the rehearsal cannot run here: {WHY}"),

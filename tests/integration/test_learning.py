@@ -41,7 +41,10 @@ def random_policy_return(episodes: int = 300) -> float:
     "replay",
     [
         ["--replay-capacity", "0"],
-        ["--replay-capacity", "512", "--replay-fraction", "0.5", "--replay-min-size", "32"],
+        pytest.param(
+            ["--replay-capacity", "512", "--replay-fraction", "0.5", "--replay-min-size", "32"],
+            marks=pytest.mark.rehearsal,  # fresh-only is make test's end-to-end run
+        ),
     ],
     ids=["fresh-only", "with-replay"],
 )

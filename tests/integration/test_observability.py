@@ -35,6 +35,7 @@ PY = sys.executable
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.rehearsal,
     pytest.mark.integration,
     pytest.mark.skipif(
         shutil.which("prometheus") is None or shutil.which("promtool") is None,

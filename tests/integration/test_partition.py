@@ -21,6 +21,7 @@ from tests import procs
 WHY = netns.unavailable()
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.rehearsal,
     pytest.mark.integration,
     pytest.mark.alone,  # network namespaces: the machine's, compared before and after
     pytest.mark.skipif(WHY is not None, reason=f"no network namespaces here: {WHY}"),

@@ -11,6 +11,7 @@ from scripts.dev.analysis import level_lengths
 
 
 @pytest.mark.slow
+@pytest.mark.rehearsal
 def test_a_short_budget_reports_no_flag_and_the_same_progress_for_a_seed(tmp_path):
     a = level_lengths.measure("1-1", budget_frames=2000, seed=5)
     b = level_lengths.measure("1-1", budget_frames=2000, seed=5)

@@ -11,6 +11,7 @@ from scripts.dev.analysis import sync_probe
 
 
 @pytest.mark.slow
+@pytest.mark.rehearsal
 def test_probe_plays_trains_and_tabulates(tmp_path, capfd):
     out = tmp_path / "probe.jsonl"
     argv = ["--frames", "3000", "--envs", "2", "--window-frames", "1000", "--out", str(out)]
@@ -49,6 +50,7 @@ def test_lagged_weights_are_those_of_lag_updates_ago():
 
 
 @pytest.mark.slow
+@pytest.mark.rehearsal
 def test_a_lagging_probe_reports_the_acting_version_in_each_chunk(tmp_path, monkeypatch):
     """With --policy-lag 2 and one update per chunk, chunk i (made after i updates) carries
     policy version i - 2 (0 before there are two)."""

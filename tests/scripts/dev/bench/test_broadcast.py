@@ -14,6 +14,7 @@ from scripts.dev.chaos import netns
 
 
 @pytest.mark.slow
+@pytest.mark.rehearsal
 @pytest.mark.parametrize(
     "bridge",
     [False, pytest.param(True, marks=pytest.mark.alone)],  # the bridge: network namespaces

@@ -48,6 +48,7 @@ def test_update_timing_with_a_recurrent_core_in_bf16_replays_its_states():
 
 
 @pytest.mark.slow
+@pytest.mark.rehearsal
 @pytest.mark.integration
 def test_e2e_learner_process_trains_on_streamed_chunks(capsys):
     argv = ["--device", "cpu", "--batch-chunks", "1", "--unroll-length", "8", "--iters", "2",

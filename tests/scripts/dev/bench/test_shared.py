@@ -7,7 +7,7 @@ import pytest
 from scripts.dev.bench import pipeline
 from scripts.dev.bench.shared import raw_frames_per_s, summed_rate
 
-pytestmark = pytest.mark.slow  # real emulators and processes
+pytestmark = [pytest.mark.slow, pytest.mark.rehearsal]  # real emulators and processes
 
 
 def test_rates_of_several_processes_add_up():

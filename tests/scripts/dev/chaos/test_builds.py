@@ -8,7 +8,10 @@ import pytest
 
 from scripts.dev.chaos import builds
 
-pytestmark = pytest.mark.slow  # a worker process imports the actor's env stack
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.rehearsal,
+]  # a worker process imports the actor's env stack
 
 
 def test_a_build_that_fails_every_attempt_fails_the_run_and_the_rest_are_timed(

@@ -13,6 +13,7 @@ from tests import procs
 
 
 @pytest.mark.slow
+@pytest.mark.rehearsal
 @pytest.mark.integration
 def test_env_builds_and_failed_attempts_are_read_from_each_actor_lifes_metrics(
     tmp_path, monkeypatch
