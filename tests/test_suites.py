@@ -6,6 +6,7 @@ real end-to-end run of a learner and actors."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -39,9 +40,9 @@ def collection(out: Path) -> dict[str, set[str]]:
 
 def mark_expressions(target: str) -> list[str]:
     """The -m expression of each pytest command `make TARGET` runs."""
-    printed = subprocess.run(
-        ["make", "--no-print-directory", "-n", target], cwd=ROOT, capture_output=True, text=True
-    )
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    argv = ["make", "--no-print-directory", "-n", target]  # as a user's shell would run it
+    printed = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
     assert printed.returncode == 0, printed.stderr
     expressions = []
     for line in printed.stdout.splitlines():
