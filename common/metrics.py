@@ -274,6 +274,18 @@ class LearnerMetrics(_Metrics):
         self.episodes.labels(level, _outcome(outcome)).inc()
 
 
+# GPU telemetry, read from NVML at each scrape by learner/gpu.py's collector, which adds it to the
+# learner's registry on a GPU; `gpu` is the NVML index.
+# fmt: off
+GPU_TABLE = (
+    _M("gpu_utilization", Gauge, "mario_gpu_utilization_ratio", "Share of the last NVML sample period during which a kernel ran on the GPU (0-1).", ("gpu",)),
+    _M("gpu_memory_used", Gauge, "mario_gpu_memory_used_bytes", "GPU memory in use, by any process.", ("gpu",)),
+    _M("gpu_memory_total", Gauge, "mario_gpu_memory_total_bytes", "GPU memory installed.", ("gpu",)),
+    _M("gpu_power", Gauge, "mario_gpu_power_watts", "GPU board power draw.", ("gpu",)),
+)
+# fmt: on
+
+
 class ActorMetrics(_Metrics):
     """One actor process's metrics."""
 

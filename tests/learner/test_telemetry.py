@@ -1,7 +1,7 @@
 """One path for every metric: each one declared in common/metrics.py reaches every output it
-declares (the Prometheus exposition, a row of RUN/metrics.jsonl, a TensorBoard scalar, a field of
-the status line) with the value the loop gave it, and no output holds anything undeclared; then
-the same through the learner's real telemetry after a real update."""
+declares (the Prometheus exposition, GPU telemetry included, a row of RUN/metrics.jsonl, a
+TensorBoard scalar, a field of the status line) with the value the loop gave it, and no output
+holds anything undeclared; then the same through the learner's real telemetry after an update."""
 
 from __future__ import annotations
 
@@ -15,14 +15,16 @@ import torch
 from prometheus_client import Counter, Gauge, Histogram, Info, generate_latest
 
 from common import status
-from common.metrics import ActorMetrics, EvalMetrics, LearnerMetrics, RelayMetrics
+from common.metrics import GPU_TABLE, ActorMetrics, EvalMetrics, LearnerMetrics, RelayMetrics
 from common.rundir import RunDir
 from common.wire import EpisodeStats
 from learner import telemetry
 from learner.checkpoint import Totals
+from learner.gpu import GpuCollector
 from learner.levels import LevelSummary
 from learner.tensorboard import INSTALL, ScalarLog, scalars
 from learner.update import Learner
+from tests.learner.test_gpu import FakeNvml
 from tests.learner.test_mixing import mixer
 from tests.learner.test_update import hyper, make_batch, new_model, on_policy
 
@@ -129,6 +131,19 @@ def test_the_exposition_holds_every_declared_metric_and_nothing_else(cls):
         assert labels == (set(m.labels) if m.kind is not Info else labels), name
         exposed = name + ("_total" if m.kind is Counter else "_info" if m.kind is Info else "")
         assert f"# TYPE {exposed} " in text or f"# TYPE {name} " in text, name
+
+
+def test_a_gpu_learners_exposition_adds_the_declared_gpu_metrics_and_nothing_else():
+    metrics = LearnerMetrics(levels=LEVELS)
+    fake = FakeNvml()
+    metrics.registry.register(GpuCollector(fake, {0: 0, 1: 1}))
+    families = {family.name: family for family in metrics.registry.collect()}
+    declared = {m.name: m for m in (*LearnerMetrics.TABLE, *GPU_TABLE)}
+    assert families.keys() == declared.keys()
+    for m in GPU_TABLE:
+        family = families[m.name]
+        assert family.documentation == m.help and family.type == "gauge", m.name
+        assert [s.labels for s in family.samples] == [{"gpu": "0"}, {"gpu": "1"}], m.name
 
 
 def test_every_row_and_tag_reaches_its_gauge_the_row_and_tensorboard(tmp_path):
