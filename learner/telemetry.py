@@ -104,8 +104,6 @@ class Telemetry:
         m.agent_steps.inc(steps)
         m.env_frames.inc(frames)
         m.run_env_frames.set(totals.env_frames)
-        m.run_agent_steps.set(totals.agent_steps)
-        m.run_sgd_steps.set(self.learner.sgd_steps)
         m.samples.labels("fresh").inc(steps)
         m.policy_version.set(self.learner.updates)
         now = time.monotonic()
@@ -134,7 +132,7 @@ class Telemetry:
         row of RUN/metrics.jsonl and as TensorBoard scalars, each where common/metrics.py says."""
         eps, entropy = list(self.ingest.episodes), float(stats.entropy)
         norm, sps = self.learner.value_norm, self.rate.rate()
-        figures = {
+        figures: dict[str, Figure] = {
             "policy_version": self.learner.updates,
             "run_env_frames": totals.env_frames,
             "run_agent_steps": totals.agent_steps,
