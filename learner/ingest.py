@@ -370,6 +370,16 @@ class Ingest:
             )
         return problems
 
+    def _record_episodes(self, info: ActorInfo, chunk: wire.Chunk) -> None:
+        """The episodes a valid chunk reports, into the metrics, the curves and the level
+        statistics; a refused chunk's never get here."""
+        for e in chunk.episodes:
+            p = progress(e.level, e.max_x, e.flag)
+            self.metrics.observe_episode(e.level, e.outcome, e.episode_return, e.max_x, e.length, p)
+            self.on_episode(e)
+            self.episodes.append(e)
+            self._new_episodes.append((time.time(), info.actor_id, e))
+
     def _on_chunk(self, info: ActorInfo, chunk: wire.Chunk) -> None:
         newest = self._seqs.get(chunk.instance_id, -1)
         if chunk.seq <= newest:  # sent once, arrived again: neither trained on nor counted
@@ -386,12 +396,6 @@ class Ingest:
             self._give_credit(info)
             return
         self.metrics.ingest_bytes.inc(chunk.payload_bytes)
-        for e in chunk.episodes:
-            p = progress(e.level, e.max_x, e.flag)
-            self.metrics.observe_episode(e.level, e.outcome, e.episode_return, e.max_x, e.length, p)
-            self.on_episode(e)
-            self.episodes.append(e)
-            self._new_episodes.append((time.time(), info.actor_id, e))
         want_shape = (
             self.s.unroll_length,
             self.s.env_spec["frame_size"],
@@ -415,6 +419,7 @@ class Ingest:
         self._seqs.move_to_end(chunk.instance_id)
         if len(self._seqs) > SEQ_MEMORY:
             self._seqs.popitem(last=False)
+        self._record_episodes(info, chunk)  # a stale chunk's episodes were played all the same
         lag = self.policy_version() - chunk.policy_version
         if lag > self.s.max_policy_lag:
             self.metrics.chunks.labels("stale").inc()

@@ -327,3 +327,68 @@ def test_credits_outstanding_count_grants_less_spends_and_leave_with_a_silent_ac
         a.send(wire.Heartbeat(sent_time=time.time(), policy_version=0))
         time.sleep(0.2)
     wait_for(lambda: outstanding() == 2)
+
+
+REFUSALS = ["malformed", "unknown_actor", "duplicate", "shape", "level_index"]
+
+
+def _refused(reason: str, c: Client, port: int, episode: wire.EpisodeStats) -> Client:
+    """Send a chunk carrying `episode` that the learner refuses for `reason`; the client sent."""
+    if reason == "unknown_actor":
+        stranger = Client(port)
+        stranger.send(chunk(episodes=(episode,)))
+        return stranger
+    if reason == "malformed":
+        frames = wire.encode(chunk(episodes=(episode,)))
+        c.send([bytes(memoryview(f)) for f in frames[:-1]])  # an array frame missing
+    elif reason == "duplicate":
+        c.send(chunk(seq=0))
+        assert isinstance(c.recv(), wire.Credit)
+        c.send(chunk(seq=0, episodes=(episode,)))
+    elif reason == "shape":
+        c.send(chunk(C=16, episodes=(episode,)))  # a core state this network does not have
+    elif reason == "level_index":
+        c.send(chunk(levels=3, episodes=(episode,)))  # indices past the run's two levels
+    return c
+
+
+@pytest.mark.parametrize("reason", REFUSALS)
+def test_a_refused_chunk_contributes_no_episode(reason):
+    """Its episodes reach neither the metrics, nor the curves (metrics.jsonl reads `episodes`,
+    episodes.jsonl `drain_episodes`), nor the level statistics (`on_episode`)."""
+    seen = []
+    settings = ingest_settings(levels=("1-1", "1-2"))
+    port = free_port(2)
+    ing = Ingest(
+        settings, LearnerMetrics(levels=("1-1", "1-2")), lambda: 0, host="127.0.0.1", port=port,
+        on_episode=seen.append,
+    )  # fmt: skip
+    ing.start()
+    try:
+        c = Client(port)
+        c.send(register())
+        assert c.recv() == WELCOME
+        refused = wire.EpisodeStats(
+            level="1-2", episode_return=7.0, length=9, max_x=900, flag=False, outcome="death"
+        )
+        sender = _refused(reason, c, port, refused)
+        answer = sender.recv()  # the refusal's credit back, or a Refuse to an unknown sender
+        assert isinstance(answer, wire.Refuse if reason == "unknown_actor" else wire.Credit)
+        accepted = wire.EpisodeStats(
+            level="1-1", episode_return=1.0, length=3, max_x=100, flag=False, outcome="death"
+        )
+        c.send(chunk(seq=5, episodes=(accepted,)))  # after the refused one on the same socket
+        wait_for(lambda: counter(ing, "mario_learner_chunks_total", result="accepted") >= 1)
+        assert (
+            counter(ing, "mario_learner_chunks_total", result="rejected")
+            + counter(ing, "mario_learner_chunks_total", result="duplicate")
+            == 1
+        )
+        assert seen == [accepted]
+        assert list(ing.episodes) == [accepted]
+        assert [e for _, _, e in ing.drain_episodes()] == [accepted]
+        assert counter(ing, "mario_episodes_total", level="1-2", outcome="death") == 0
+        assert counter(ing, "mario_episode_return_count", level="1-2") == 0
+        assert counter(ing, "mario_episodes_total", level="1-1", outcome="death") == 1
+    finally:
+        ing.stop()
