@@ -87,7 +87,8 @@ bench: install
 # Settings a user may give; each becomes the variable MARIO_<NAME> that scripts/service reads,
 # which has the defaults: N = one actor per core but one (at least 1), PORT 5555 (and PORT+1),
 # the learner on the GPU if there is one. RUN and LEVELS also serve eval and report below.
-# LEVELS is a set (1-1,1-2 | world:1 | all); LEVEL=1-1 still works, as a set of one.
+# LEVELS is a set (1-1,1-2 | world:1 | all); LEVEL=1-1 still works, as a set of one. It goes to
+# the learner, which owns every run setting: actors (make actors too) take theirs from it.
 RUN ?= runs/default
 LEVEL ?= 1-1
 LEVELS ?= $(LEVEL)

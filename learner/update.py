@@ -52,8 +52,8 @@ class Hyper(NamedTuple):
     with no default here, so that no Hyper can train with settings other than the config's."""
 
     discount: float
-    reward_scale: float
-    reward_clip: float  # 0 = off
+    loss_reward_scale: float
+    loss_reward_clip: float  # 0 = off
     baseline_cost: float
     entropy_cost: float
     max_grad_norm: float
@@ -95,9 +95,9 @@ class UpdateStats(NamedTuple):
 
 
 def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
-    r = rewards * hyper.reward_scale
-    if hyper.reward_clip > 0:
-        r = r.clamp(-hyper.reward_clip, hyper.reward_clip)
+    r = rewards * hyper.loss_reward_scale
+    if hyper.loss_reward_clip > 0:
+        r = r.clamp(-hyper.loss_reward_clip, hyper.loss_reward_clip)
     return r
 
 

@@ -23,8 +23,6 @@ LEARNER_ARGS = [
     "4",
 ]
 ACTOR_ARGS = [
-    "--level",
-    "1-1",
     "--num-envs",
     "2",
     "--heartbeat-interval-s",

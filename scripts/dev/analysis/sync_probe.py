@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import sys
 import time
@@ -66,8 +67,8 @@ def probe(
     acting = ActorCritic(cfg.model_spec()).eval()
     lagged = Lagged(learner.model.state_dict(), policy_lag)
     acting.load_state_dict(lagged.state)
-    actor_cfg = ActorConfig(level=level, action_set=cfg.action_set)
-    spec: EnvSpec = actor_cfg.env_spec()
+    actor_cfg = ActorConfig()
+    spec: EnvSpec = dataclasses.replace(cfg.env_spec(), level=level)
     lane = Lane(
         build_envs(spec, envs),
         cfg.unroll_length,
@@ -89,7 +90,8 @@ def probe(
                     row |= {"outcome": e.outcome, "time_s": time.perf_counter() - start}
                     episodes.append(row)
                     log.write(json.dumps(row) + "\n")
-                msg = wire.decode(wire.encode(to_wire_chunk(actor_cfg, "probe", 0, chunk)))
+                wired = to_wire_chunk(actor_cfg, "probe", 0, chunk, level=level)
+                msg = wire.decode(wire.encode(wired))
                 pending.append(to_host(msg, spec.frame_skip, pin=False))
                 if len(pending) == cfg.batch_size().max_chunks:  # no queue here: a full batch
                     batch = collate(pending, device)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from common import wire
+from common.env_spec import EnvSpec
 from common.metrics import LearnerMetrics
 from common.model import ActorCritic, ModelSpec
 from learner.ingest import Ingest, IngestSettings
@@ -40,7 +41,7 @@ class Sink:
         spec = ModelSpec()
         settings = IngestSettings(
             run_id="default",
-            env_spec={"action_set": "simple", "frame_size": 84},
+            env_spec=EnvSpec(),
             model_spec=spec.to_wire(),
             unroll_length=unroll_length,
             credits_per_actor=4,

@@ -94,10 +94,8 @@ def send_chunks(
     frames = wire.encode(message)
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.connect(f"tcp://127.0.0.1:{port}")
-    env = {"level": "1-1", "action_set": "simple", "frame_size": 84, "frame_skip": 4}
     sock.send_multipart(wire.encode(wire.Register(
-        run_id="default", actor_id=actor_id, instance_id=f"bench{actor_id}", env_spec=env,
-        num_envs=num_envs)))  # fmt: skip
+        run_id="default", actor_id=actor_id, instance_id=f"bench{actor_id}", num_envs=num_envs)))  # fmt: skip
     credits, seq, t0 = 0, 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         while credits == 0 or sock.poll(0):

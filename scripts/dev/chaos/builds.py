@@ -18,6 +18,7 @@ from pathlib import Path
 
 from actor.config import ActorConfig
 from common.env import EnvBuildError, build_envs
+from common.env_spec import EnvSpec
 from scripts.checkout import ROOT
 from scripts.dev.chaos.soak.judge import percentile
 
@@ -26,11 +27,11 @@ WORKER = [sys.executable, "-m", "scripts.dev.chaos.builds", "--worker"]  # build
 
 def worker(count: int, level: str) -> int:
     """Build `count` envs as the actors do; one JSON line per build on stdout."""
-    cfg = ActorConfig(level=level)
+    cfg, spec = ActorConfig(), EnvSpec(level=level)
     for _ in range(count):
         start = time.perf_counter()
         try:
-            env = build_envs(cfg.env_spec(), 1, timeout_s=cfg.build_timeout_s,
+            env = build_envs(spec, 1, timeout_s=cfg.build_timeout_s,
                              retries=cfg.build_retries)[0]  # fmt: skip
         except EnvBuildError as exc:
             print(json.dumps({"ok": False, "error": str(exc)}), flush=True)

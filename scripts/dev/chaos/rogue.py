@@ -44,9 +44,9 @@ HOSTILE_META = (*HOSTILE_VALUES, "credit", "weights", "chunk", wire.PROTOCOL_VER
 def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
     """One encoded copy of each message an actor sends, played on a real env by the actor's code
     (an untrained network; a run id no learner runs)."""
-    cfg = ActorConfig(level=level, num_envs=1, run_id="rogue", actor_id=1_000_000)
-    learner = LearnerConfig()  # what a default learner's Welcome names
-    env = build_envs(cfg.env_spec(), 1)[0]
+    cfg = ActorConfig(num_envs=1, run_id="rogue", actor_id=1_000_000)
+    learner = LearnerConfig(level=level)  # what its Welcome names
+    env = build_envs(learner.env_spec(), 1)[0]
     try:
         torch.manual_seed(seed)
         model = ActorCritic(learner.model_spec()).eval()
@@ -59,13 +59,12 @@ def real_traffic(level: str = "1-1", seed: int = 0) -> dict[str, Frames]:
             infer_and_act(model, lane, rng, 0)
             lane.step()
             finished = lane.take_finished()
-        chunk = to_wire_chunk(cfg, "rogue", 0, finished[0])
+        chunk = to_wire_chunk(cfg, "rogue", 0, finished[0], level=level)
     finally:
         env.close()
-    spec = cfg.env_spec().to_wire()
     messages: dict[str, wire.Message] = {
         "register": wire.Register(
-            run_id=cfg.run_id, actor_id=cfg.actor_id, instance_id="rogue", env_spec=spec, num_envs=1
+            run_id=cfg.run_id, actor_id=cfg.actor_id, instance_id="rogue", num_envs=1
         ),
         "chunk": chunk,
         "heartbeat": wire.Heartbeat(sent_time=1.0, policy_version=0),

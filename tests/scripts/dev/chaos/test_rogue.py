@@ -60,7 +60,7 @@ def test_an_ingest_rejects_each_rogue_message_exactly_once_and_serves_a_real_act
     cfg = LearnerConfig()
     settings = IngestSettings(
         run_id=cfg.run_id,
-        env_spec={"action_set": cfg.action_set, "frame_size": cfg.frame_size},
+        env_spec=cfg.env_spec(),
         model_spec=cfg.model_spec().to_wire(),
         unroll_length=cfg.unroll_length,
         credits_per_actor=2,

@@ -22,20 +22,25 @@ def test_env_builds_and_failed_attempts_are_read_from_each_actor_lifes_metrics(
     port, metrics = procs.free_port(2), procs.free_port()
     lives = ActorLives()
     monkeypatch.setenv("FLAKY_FAILURES", "1")  # each process's first attempt fails, then 2 builds
-    args = ["--level", "tests.fakes:FlakyBuild-v0", "--num-envs", "2", "--build-retries", "1"]
-    for life in range(2):
-        actor = procs.actor(tmp_path, port, 0, metrics, *args)
-        try:
-            procs.wait_until(
-                f"life {life}'s builds",
-                lambda: procs.scrape(metrics).get("mario_actor_env_build_seconds_count") == 2,
-                60,
-                [actor],
-            )
-            lives.observe("actor-0", procs.scrape(metrics))
-            lives.observe("actor-0", {})  # a scrape that got no answer
-        finally:
-            actor.kill9()
+    args = ["--num-envs", "2", "--build-retries", "1"]
+    level = ("--level", "tests.fakes:FlakyBuild-v0")  # the learner's, which the actors build
+    learner = procs.learner(tmp_path / "run", port, procs.free_port(), *level)
+    try:
+        for life in range(2):
+            actor = procs.actor(tmp_path, port, 0, metrics, *args)
+            try:
+                procs.wait_until(
+                    f"life {life}'s builds",
+                    lambda: procs.scrape(metrics).get("mario_actor_env_build_seconds_count") == 2,
+                    120,
+                    [actor, learner],
+                )
+                lives.observe("actor-0", procs.scrape(metrics))
+                lives.observe("actor-0", {})  # a scrape that got no answer
+            finally:
+                actor.kill9()
+    finally:
+        learner.stop()
     got = lives.summary(watchdog_exits=1)
     assert (got["actor_lives"], got["builds"], got["failures"]) == (2, 4, 2 + 1)
     assert got["mean_s"] > 0
