@@ -134,6 +134,7 @@ class Actor:
             on_built=self.metrics.env_build_seconds.observe,
             on_failed=self.metrics.env_build_failures.inc,
             seed=(cfg.seed, cfg.actor_id),
+            between=lambda: self.link.poll(0),  # heartbeats: the learner must not forget us
         )
         self._show_schedule()
 

@@ -342,11 +342,13 @@ def build_envs(
     on_built: Callable[[float], object] = lambda seconds: None,
     on_failed: Callable[[], object] = lambda: None,
     seed: int | tuple[int, ...] = 0,
+    between: Callable[[], object] = lambda: None,
 ) -> list[FrameEnv]:
     """Build `count` envs one after another, each reset once, timed and logged; `on_built(s)` is
     called with each env's build time (and each emulator an env builds later, for a level of its
-    set it had not played), `on_failed()` at each failed attempt (for metrics). Env i draws its
-    levels with the seed (*seed, i).
+    set it had not played), `on_failed()` at each failed attempt (for metrics), `between()` after
+    each env, in the caller's thread (an actor keeps its link to the learner alive). Env i draws
+    its levels with the seed (*seed, i).
 
     A build that raises is retried `retries` times with exponential backoff, then EnvBuildError;
     a build (or reset) that takes longer than `timeout_s` ends the process (see `watchdog`).
@@ -386,5 +388,6 @@ def build_envs(
             )
             on_built(seconds)
             envs.append(env)
+            between()
             break
     return envs
