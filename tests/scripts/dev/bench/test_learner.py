@@ -34,8 +34,8 @@ def test_update_timing_trains_on_mixed_batches():
     assert row["replay_skipped_in_timed_updates"] == 0
     assert row["ms_per_update"] > 0
     assert row["fresh_env_frames_per_s"] == pytest.approx(
-        4 * 8 * 4 / row["ms_per_update"] * 1e3, rel=0.01
-    )
+        4 * 8 * 4 / row["ms_per_update"] * 1e3, rel=0.01, abs=0.5
+    )  # the bench rounds to whole frames/s: on a loaded machine that is more than 1%
 
 
 def test_update_timing_with_a_recurrent_core_in_bf16_replays_its_states():
