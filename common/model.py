@@ -23,7 +23,7 @@ running mean and variance of that pixel over the frames trained on, kept as buff
 with the weights. Mario's frames are mostly a static gray background in which Mario and the
 enemies are a few pixels; with the background near zero the first layer sees what moves.
 Sample Factory normalises its inputs the same way; on 1-1 it roughly doubled the learning per
-frame (docs/LEARNING.md).
+frame (docs/lab/2026-11-input-norm-and-sample-reuse.md).
 
 Three trunks:
 

@@ -223,7 +223,7 @@ def planned_length(frames: int) -> list[str]:
 
     On World 1 over an hour (two seeds, 1.8-1.9 M frames, the rate at 0 by 2 M) the annealed
     rate beat the flat one in eval on both seeds, on the mean and on the weakest level, and
-    kept every level's progress through the last half-hour (docs/LEARNING.md, section 6)."""
+    kept every level's progress through the last half-hour (docs/lab/2026-11-lr-annealing.md)."""
     return ["--train-frames", str(frames), "--lr-anneal-frames", str(frames)]
 
 
