@@ -14,7 +14,6 @@ import numpy as np
 import torch
 
 from actor.config import ActorConfig
-from actor.eval_runner import EvalRunner
 from actor.link import FatalRefusal, link_for, load_weights, welcomed_spec
 from actor.rollout import FinishedChunk, Lane, infer_and_act, split_lanes
 from common import chunk, wire
@@ -22,7 +21,6 @@ from common import config as config_io
 from common.env import EnvBuildError, build_envs
 from common.metrics import (
     ActorMetrics,
-    EvalMetrics,
     MetricsPortError,
     RateWindow,
     add_process_metrics,
@@ -236,8 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         format=f"%(asctime)s actor[{cfg.actor_id}] %(levelname)s %(message)s",
     )
     torch.set_num_threads(cfg.torch_threads)
-    levels = cfg.env_spec().levels  # each level's eval series exists from the start
-    metrics = EvalMetrics(levels=levels) if cfg.eval else ActorMetrics()
+    metrics = ActorMetrics()
     add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
     if cfg.metrics_port:
         try:
@@ -247,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
     try:
-        actor = EvalRunner(cfg, metrics, uuid.uuid4().hex) if cfg.eval else Actor(cfg, metrics)
+        actor = Actor(cfg, metrics)
     except EnvBuildError as exc:
         log.error("%s", exc)
         return 1
