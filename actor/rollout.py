@@ -11,6 +11,9 @@ With a recurrent core, a lane also keeps each env's core state [K, C]: the polic
 the stacks and writes back the state after the step; it is zeroed where an episode starts, and a
 chunk records the state its step 0 started from (`core_state`), so the learner replays the core
 from exactly there.
+
+Evaluation (the eval actor, `make eval`) steps its episodes through these same lanes and
+`infer_and_act` (actor/evaluation.py): one stepping path for training and evaluation.
 """
 
 from __future__ import annotations
