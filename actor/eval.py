@@ -1,9 +1,9 @@
 """`python -m actor.eval`: the eval actor, greedy and sampled episodes with the newest weights,
 judged while training runs.
 
-The eval actor registers like any actor (it builds the network the learner's Welcome names and
-receives its weight broadcasts) but sends no chunks; it takes the training actor's flags too, so
-that one ACTOR_ARGS serves both (those that size the training actor's envs, --num-envs and
+The eval actor registers like any actor (it builds the network and the envs the learner's Welcome
+names and receives its weight broadcasts) but sends no chunks; it takes the training actor's flags
+too, so that one ACTOR_ARGS serves both (those that size the training actor's envs, --num-envs and
 --lanes, do not apply: it plays one env per level). Its episodes step through the training
 actor's own path (actor/evaluation.py).
 Every `eval_interval_s` it plays `eval_episodes` greedy episodes (argmax actions: deterministic on
@@ -25,7 +25,6 @@ gets its own emulator, built when its first turn comes.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -45,18 +44,24 @@ import torch
 
 from actor.config import ActorConfig
 from actor.evaluation import NES_FPS, Episode, EpisodePlayer, Policy, model_policy, write_video
-from actor.link import FatalRefusal, link_for, load_weights, welcomed_spec
+from actor.link import FatalRefusal, check_num_actions, link_for, load_weights, welcomed_specs
 from common import config as config_io
 from common import wire
 from common.config import Count, NonNegative, PositiveInt
 from common.config import option as _f
-from common.env import EnvBuildError, FrameEnv, build_envs
+from common.env import EnvBuildError, EpisodeSummary, FrameEnv, build_envs
+from common.env_spec import EnvSpec
 from common.levels import progress
 from common.metrics import EvalMetrics, MetricsPortError, add_process_metrics, serve
 from common.model import ActorCritic
 from common.rundir import atomic_write
 
 log = logging.getLogger("actor.eval")
+
+
+# The EvalMetrics set for every (level, policy); `progress` too where the level's length is known
+_SERIES = ("episodes", "max_x", "median_max_x", "flag_rate", "episode_return", "policy_version",
+           "best_max_x")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -81,26 +86,16 @@ class EvalActor:
         self.metrics = metrics
         self.out_dir = Path(cfg.eval_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.spec = cfg.env_spec()
-        self.levels = self.spec.levels
+        self.spec: EnvSpec | None = None  # the learner's, from its Welcome
+        self._welcomed_spec: EnvSpec | None = None  # taken up between evaluations
+        self.levels: tuple[str, ...] = ()
         self.envs: dict[str, FrameEnv] = {}  # level -> its env, built at the level's first turn
-        self._env(self.levels[0])  # a build that fails does so at startup
         self.players: dict[str, EpisodePlayer] = {}  # level -> its env's player, for the model
         self.counts = {"greedy": cfg.eval_episodes, "sampled": cfg.eval_sampled_episodes}
         # (level, policy) -> its last episodes, and the best of their mean max x so far
-        self.windows = {
-            (level, name): deque(maxlen=cfg.eval_window)
-            for level in self.levels
-            for name in self.counts
-        }
-        self.best_mean_max_x = dict.fromkeys(self.windows, 0.0)
+        self.windows: dict[tuple[str, str], deque[EpisodeSummary]] = {}
+        self.best_mean_max_x: dict[tuple[str, str], float] = {}
         self.best: dict[str, tuple[int, float]] = {}  # level -> (max_x, return) of its best
-        for level, name in self.windows:
-            if self.counts[name]:  # rate() sees each played policy's series from zero
-                metrics.episodes.labels(level, name)
-            if progress(level, 0) is None:  # unknown length: no progress series, not a 0
-                with contextlib.suppress(KeyError):
-                    metrics.progress.remove(level, name)
         self.model: ActorCritic | None = None  # from the learner's Welcome
         self.policies: dict[str, Policy] = {}  # greedy and sampled play of that model
         self._pending: wire.Weights | None = None
@@ -125,10 +120,34 @@ class EvalActor:
             self.players[level] = EpisodePlayer(self._env(level), state_size)
         return self.players[level]
 
+    def _take_spec(self) -> None:
+        """The learner's env spec, taken up between evaluations: each level's series exist from
+        then on; the envs of a spec that changed are closed and built again when needed."""
+        spec = self._welcomed_spec
+        if spec is None or spec == self.spec:
+            return
+        for env in self.envs.values():
+            env.close()
+        self.envs, self.players = {}, {}  # the players step the old envs
+        self.spec, self.levels = spec, spec.levels
+        for level in self.levels:
+            for name in self.counts:
+                if (level, name) in self.windows:
+                    continue
+                self.windows[level, name] = deque(maxlen=self.cfg.eval_window)
+                self.best_mean_max_x[level, name] = 0.0
+                for series in _SERIES:  # each exists from now on (rate() sees it from zero)
+                    getattr(self.metrics, series).labels(level, name)
+                if progress(level, 0) is not None:  # no progress series for unknown lengths
+                    self.metrics.progress.labels(level, name)
+        env = self._env(self.levels[0])  # a build that fails does so before the first turn
+        check_num_actions(self.model.spec, env.num_actions)
+
     def _on_welcome(self, welcome: wire.Welcome) -> None:
         """Build the learner's network, unless it is the one already built; the episode in
-        progress finishes with the network it started with."""
-        spec = welcomed_spec(welcome, self.envs[self.levels[0]].num_actions)
+        progress finishes with the network it started with, the envs change between
+        evaluations."""
+        spec, self._welcomed_spec = welcomed_specs(welcome)
         if self.model is not None and spec == self.model.spec:
             return
         self.model = ActorCritic(spec).eval()
@@ -160,6 +179,9 @@ class EvalActor:
             if time.monotonic() < next_eval:
                 continue
             next_eval = time.monotonic() + self.cfg.eval_interval_s
+            if not self.link.wait_for_weights(lambda: self.stopping):
+                return 0
+            self._take_spec()
             level = self.levels[turn % len(self.levels)]  # the levels in turn, one per evaluation
             turn += 1
             if not self._evaluate(level):
@@ -206,7 +228,7 @@ class EvalActor:
         if level not in self.best or best > self.best[level]:
             self.best[level] = best
             name = f"best-{level.replace(':', '_').replace('/', '_')}"
-            fps = Fraction(NES_FPS, self.cfg.frame_skip)
+            fps = Fraction(NES_FPS, self.spec.frame_skip)
             write_video(self.out_dir / f"{name}.mp4", played.screens, fps)
             summary = {**episode._asdict(), "policy": policy, "policy_version": self.version}
             summary["frames"] = len(played.screens)
@@ -227,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         format=f"%(asctime)s eval[{cfg.actor_id}] %(levelname)s %(message)s",
     )
     torch.set_num_threads(cfg.torch_threads)
-    metrics = EvalMetrics(levels=cfg.env_spec().levels)  # each level's series from the start
+    metrics = EvalMetrics()  # each level's series from the learner's first Welcome
     add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
     if cfg.metrics_port:
         try:
@@ -236,15 +258,14 @@ def main(argv: list[str] | None = None) -> int:
             log.error("%s", exc)
             return 1
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
-    try:
-        evaluator = EvalActor(cfg, metrics, uuid.uuid4().hex)
-    except EnvBuildError as exc:
-        log.error("%s", exc)
-        return 1
+    evaluator = EvalActor(cfg, metrics, uuid.uuid4().hex)
     signal.signal(signal.SIGTERM, evaluator.stop)
     signal.signal(signal.SIGINT, evaluator.stop)
     try:
         return evaluator.run()
+    except EnvBuildError as exc:
+        log.error("%s", exc)
+        return 1
     except FatalRefusal as exc:
         log.error("the learner refused this eval actor: %s", exc)
         return 2

@@ -20,8 +20,8 @@ broadcast:
   episodes on the weakest level, so beta defaults to 1 (ranks 1..4 get 48/24/16/12%), and the
   staleness share rho keeps every level's score from going stale (PLR's 0.1).
 
-A chunk names the level of each of its steps by its index in the actor's set; `index_table` turns
-those into indices in the learner's set, which the update groups its advantages by.
+A chunk names the level of each of its steps by its index in the run's set (the Welcome's env
+spec), which the update groups its advantages by.
 
 Thread-safe: `add` runs on the ingest thread, `weights` on the publisher's, `summary` on the
 train loop's.
@@ -37,19 +37,6 @@ from typing import NamedTuple
 import numpy as np
 
 from common.levels import Schedule, progress
-
-# A chunk step's level index for a level outside the learner's set
-OUTSIDE = 255
-
-
-def index_table(actor_levels: Sequence[str], learner_levels: Sequence[str]) -> np.ndarray:
-    """[len(actor_levels)] uint8: each of an actor's levels as its index in the learner's set,
-    OUTSIDE where the learner's set lacks it; the actor's own indices when the learner names no
-    set. Index a chunk's `level` array with it."""
-    if not learner_levels:
-        return np.arange(len(actor_levels), dtype=np.uint8)
-    where = {level: i for i, level in enumerate(learner_levels)}
-    return np.array([where.get(level, OUTSIDE) for level in actor_levels], np.uint8)
 
 
 class LevelSummary(NamedTuple):

@@ -151,3 +151,6 @@ def test_the_eval_actor_is_its_own_command_and_the_actor_has_no_eval_flags(capsy
         config_io.load(EvalConfig, ["--eval-sampled-episodes", "-1"], prog="actor.eval",
                        description="")  # fmt: skip
     assert "--eval-sampled-episodes: must be >= 0, got -1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # its envs are the learner's, as the training actor's
+        config_io.load(EvalConfig, ["--frame-skip", "2"], prog="actor.eval", description="")
+    assert "set --frame-skip on the learner" in capsys.readouterr().err

@@ -15,12 +15,12 @@ LEVELS = ("1-1", "1-4")
 
 def test_the_actor_draws_levels_with_the_learners_progress_weights(tmp_path):
     port, lport, aport = procs.free_port(2), procs.free_port(), procs.free_port()
-    common = ["--level", ",".join(LEVELS)]
+    # short episodes (cut after 16 steps without progress) so that both levels finish many
     learner = procs.learner(
         tmp_path / "run",
         port,
         lport,
-        *common,
+        *("--level", ",".join(LEVELS), "--no-progress-steps", "16"),
         "--level-schedule",
         "progress",
         "--level-window",
@@ -32,10 +32,7 @@ def test_the_actor_draws_levels_with_the_learners_progress_weights(tmp_path):
         "--batch-chunks",
         "1",
     )
-    # short episodes (cut after 16 steps without progress) so that both levels finish many
-    actor = procs.actor(
-        tmp_path, port, 0, aport, *common, "--num-envs", "2", "--no-progress-steps", "16"
-    )
+    actor = procs.actor(tmp_path, port, 0, aport, "--num-envs", "2")
     started = [learner, actor]
 
     def weights(port: int, name: str) -> dict[str, float]:
