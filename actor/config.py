@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from common import curve
-from common.config import Count, LogLevel, NonNegative, Port, Positive, PositiveInt, is_host_port
+from common.config import Count, LogLevel, Port, Positive, PositiveInt, is_host_port
 from common.config import option as _f
 from common.env_spec import EnvSpec
 
@@ -44,12 +44,6 @@ class ActorConfig:
     metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
     metrics_port: Port = _f(0, "port of the /metrics HTTP server (0 = off)")
     seed: Count = _f(0, "random seed (actions); combined with actor_id")
-    eval: bool = _f(False, "evaluation mode: play with the newest weights, send no chunks")
-    eval_dir: str = _f("runs/default/eval", "eval mode: where the best episode's video goes")
-    eval_interval_s: NonNegative = _f(60.0, "eval mode: seconds between evaluations")
-    eval_episodes: PositiveInt = _f(1, "eval mode: greedy episodes per evaluation")
-    eval_sampled_episodes: Count = _f(4, "eval mode: sampled episodes per evaluation")
-    eval_window: PositiveInt = _f(10, "eval mode: episodes averaged in mario_eval_* gauges")
     log_level: LogLevel = _f("INFO", "logging level")
 
     RETIRED: ClassVar[dict[str, str]] = {
@@ -63,6 +57,7 @@ class ActorConfig:
         },
         "reward_scale": _IN_THE_LOSS.format(flag="--loss-reward-scale"),
         "reward_clip": _IN_THE_LOSS.format(flag="--loss-reward-clip"),
+        "eval": "the eval actor is its own command: python -m actor.eval (it takes --eval-*)",
     }
 
     def problems(self) -> list[str]:

@@ -14,7 +14,6 @@ import numpy as np
 import torch
 
 from actor.config import ActorConfig
-from actor.eval_runner import EvalRunner
 from actor.link import FatalRefusal, check_num_actions, link_for, load_weights, welcomed_specs
 from actor.rollout import FinishedChunk, Lane, infer_and_act, split_lanes
 from common import chunk, wire
@@ -23,7 +22,6 @@ from common.env import EnvBuildError, FrameEnv, build_envs
 from common.env_spec import EnvSpec
 from common.metrics import (
     ActorMetrics,
-    EvalMetrics,
     MetricsPortError,
     RateWindow,
     add_process_metrics,
@@ -267,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         format=f"%(asctime)s actor[{cfg.actor_id}] %(levelname)s %(message)s",
     )
     torch.set_num_threads(cfg.torch_threads)
-    metrics = EvalMetrics() if cfg.eval else ActorMetrics()
+    metrics = ActorMetrics()
     add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
     if cfg.metrics_port:
         try:
@@ -276,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             log.error("%s", exc)
             return 1
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
-    actor = EvalRunner(cfg, metrics, uuid.uuid4().hex) if cfg.eval else Actor(cfg, metrics)
+    actor = Actor(cfg, metrics)
     signal.signal(signal.SIGTERM, actor.stop)
     signal.signal(signal.SIGINT, actor.stop)
     try:

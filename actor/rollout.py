@@ -11,6 +11,9 @@ With a recurrent core, a lane also keeps each env's core state [K, C]: the polic
 the stacks and writes back the state after the step; it is zeroed where an episode starts, and a
 chunk records the state its step 0 started from (`core_state`), so the learner replays the core
 from exactly there.
+
+Evaluation (the eval actor, `make eval`) steps its episodes through these same lanes and
+`infer_and_act` (actor/evaluation.py): one stepping path for training and evaluation.
 """
 
 from __future__ import annotations
@@ -160,30 +163,30 @@ def split_lanes(
 
 
 def infer_and_act(
-    model: torch.nn.Module, lane: Lane, rng: np.random.Generator, policy_version: int
+    model: torch.nn.Module,
+    lane: Lane,
+    rng: np.random.Generator,
+    policy_version: int,
+    *,
+    greedy: bool = False,
+    device: torch.device | None = None,
 ) -> None:
-    """The behaviour policy's turn for one lane: its stacks, previous actions and core states
-    through the model, actions sampled from the logits, and exactly those logits recorded with
-    them (and the core's new state)."""
+    """The policy's turn for one lane: its stacks, previous actions and core states through the
+    model (on `device`, else where its inputs are: the CPU), actions sampled from the logits, or
+    their argmax when `greedy`, and exactly those logits recorded with them (and the core's new
+    state). The training actor samples; the eval actor and `make eval` take both turns."""
+    inputs = (lane.observe(), lane.last_action(), lane.core_state())
+    if device is not None:
+        inputs = tuple(x.to(device) for x in inputs)
     with torch.inference_mode():
-        out = model(lane.observe(), lane.last_action(), lane.core_state())
-    logits = out.logits.numpy()  # [K, A]
-    state = out.state.numpy() if out.state.shape[1] else None  # [K, C]
-    lane.act(sample_from_logits(logits, rng), logits, policy_version, state)
+        out = model(*inputs)
+    logits = out.logits.float().cpu().numpy()  # [K, A]
+    state = out.state.float().cpu().numpy() if out.state.shape[1] else None  # [K, C]
+    actions = logits.argmax(axis=-1) if greedy else sample_from_logits(logits, rng)
+    lane.act(actions, logits, policy_version, state)
 
 
 def sample_from_logits(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Actions [B] int64 drawn from softmax(logits [B, A]) by the Gumbel-max trick: one numpy
     draw and an argmax, far fewer calls than softmax + multinomial on the actor's hot path."""
     return np.argmax(logits + rng.gumbel(size=logits.shape), axis=-1)
-
-
-def sample_actions(
-    logits: torch.Tensor, greedy: bool = False, generator: torch.Generator | None = None
-) -> torch.Tensor:
-    """Actions [B] int64 from logits [B, A]: sampled (from `generator`, else torch's global
-    generator), or the argmax when greedy."""
-    if greedy:
-        return logits.argmax(dim=-1)
-    probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)

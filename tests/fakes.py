@@ -145,3 +145,14 @@ def make_chunk(
                   seq=int(rng.integers(0, 1000)), policy_version=int(rng.integers(0, 50)),
                   send_time=1.7e9 + float(rng.random()), episodes=episodes)  # fmt: skip
     return wire.Chunk(**{**header, "arrays": a, **fields})
+
+
+def scripted_policy(choose):
+    """An `actor.evaluation.Policy` for a lane of one env from `choose(stack [S, H, W] uint8,
+    previous action) -> action`: a test's scripted player (its logits are uniform)."""
+
+    def policy(lane) -> None:
+        action = choose(lane.observe()[0], int(lane.last_action()[0]))
+        lane.act(np.array([action]), np.zeros((1, lane.A), np.float32), 0)
+
+    return policy

@@ -66,11 +66,14 @@ def learner(run_dir: Path, port: int, metrics_port: int, *args: str) -> Proc:
     return Proc(argv, run_dir.parent / f"{run_dir.name}-learner.log")
 
 
-def actor(log_dir: Path, port: int, actor_id: int, metrics_port: int, *args: str) -> Proc:
+def actor(
+    log_dir: Path, port: int, actor_id: int, metrics_port: int, *args: str, module: str = "actor"
+) -> Proc:
+    """A training actor (`module` "actor") or the eval actor ("actor.eval")."""
     argv = [
         sys.executable,
         "-m",
-        "actor",
+        module,
         "--learner",
         f"127.0.0.1:{port}",
         "--actor-id",

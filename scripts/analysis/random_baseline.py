@@ -5,9 +5,10 @@
 
 The floor of each level's training curve: a run has learned something on a level once its
 progress is clearly above this one, measured with the same frame skip, action set and no-progress
-cutoff. The figures come as `make eval`'s matrix (`actor.eval_matrix`), one row per level under
-the policy `random`, with a mean row over the set: summary.md and summary.json in --out (no videos
-unless --video). Each level's actions are drawn from a generator seeded by --seed and the level.
+cutoff. The figures come as `make eval`'s matrix (scripts/evaluate/matrix.py), one row per level
+under the policy `random`, with a mean row over the set: summary.md and summary.json in --out (no
+videos unless --video). Each level's actions are drawn from a generator seeded by --seed and the
+level.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from actor import eval_matrix as em
-from actor.evaluation import NES_FPS, Policy
+from actor.evaluation import NES_FPS, Policy, random_policy
 from common.env import FrameEnv
 from common.env_spec import EnvSpec
+from scripts.evaluate import matrix as em
+from scripts.evaluate import tables
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def policies_for(level: str, setting: em.Setting) -> list[tuple[str, Policy, int]]:
         rng = np.random.default_rng([args.seed, em.level_seed(level), settings.index(setting)])
-        return [("random", lambda _obs, _last: int(rng.integers(num_actions)), args.episodes)]
+        return [("random", random_policy(num_actions, rng), args.episodes)]
 
     args.out.mkdir(parents=True, exist_ok=True)
     results, bests = [], []
@@ -96,19 +98,19 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r._replace(played=r.played._replace(best_frames=[])))
     matrix = em.tabulate(results)
     notes = {em.PERTURBED.name: "sticky actions 0.25, no-op starts 0..30"}
-    table = f"## Random policy on {spec.level}\n\n" + em.markdown(matrix, notes)
+    table = f"## Random policy on {spec.level}\n\n" + tables.markdown(matrix, notes)
     if bests:
-        table += "\n### Best episodes\n\n" + em.best_table(bests) + "\n"
+        table += "\n### Best episodes\n\n" + tables.best_table(bests) + "\n"
     summary = {
         "overall": {"policies": ["random"], "episodes_per_policy": args.episodes}
         | {"level": spec.level, "levels": list(spec.levels), "seed": args.seed}
         | {"settings": {s.name: s._asdict() for s in settings}},
-        "matrix": em.matrix_json(matrix),
+        "matrix": tables.matrix_json(matrix),
         "best": bests,
         "env": spec.to_wire(),
-        "episodes": em.episodes_json(matrix),
+        "episodes": tables.episodes_json(matrix),
     }
-    em.write_summary(args.out, summary, table)
+    tables.write_summary(args.out, summary, table)
     print(table)
     print(f"tables: {args.out / 'summary.md'}, {args.out / 'summary.json'}")
     return 0

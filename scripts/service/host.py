@@ -244,9 +244,9 @@ def learner_argv(h: Host) -> list[str]:
     return argv + shlex.split(h.learner_args)  # last: they override
 
 
-def _actor_common(h: Host, actor_id: int) -> list[str]:
+def _actor_common(h: Host, actor_id: int, module: str = "actor") -> list[str]:
     metrics_port = h.actor_metrics_base + actor_id if h.actor_metrics_base else 0
-    argv = [sys.executable, "-m", "actor", "--actor-id", str(actor_id), "--learner", h.learner]
+    argv = [sys.executable, "-m", module, "--actor-id", str(actor_id), "--learner", h.learner]
     argv += ["--metrics-host", h.metrics_host, "--metrics-port", str(metrics_port)]
     if h.keys:
         argv += ["--curve-dir", f"{h.keys}/actor-{actor_id}"]
@@ -261,8 +261,8 @@ def actor_argv(h: Host, actor_id: int) -> list[str]:
 
 
 def eval_argv(h: Host) -> list[str]:
-    argv = _actor_common(h, h.eval_id) + ["--eval", "--eval-dir", str(RunDir(h.run).eval)]
-    return argv + shlex.split(h.actor_args)
+    argv = _actor_common(h, h.eval_id, "actor.eval") + ["--eval-dir", str(RunDir(h.run).eval)]
+    return argv + shlex.split(h.actor_args)  # the eval actor takes the actors' flags too
 
 
 def relay_argv(h: Host) -> list[str]:

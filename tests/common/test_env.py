@@ -10,8 +10,6 @@ import cv2
 import numpy as np
 import pytest
 
-from actor import eval_matrix as em
-from actor.evaluation import play_policies
 from common.env import (
     ACTION_SETS,
     WATCHDOG_EXIT_CODE,
@@ -21,6 +19,8 @@ from common.env import (
     build_envs,
     signed_x,
 )
+from scripts.evaluate import matrix as em
+from tests.fakes import scripted_policy
 
 CORRIDOR = "tests.fakes:Corridor-v0"
 
@@ -100,11 +100,11 @@ def test_an_x_wrapped_below_zero_is_never_a_max_x():
     rng = np.random.default_rng([0, em.level_seed(level), 0])
     raw: list[int] = []
 
-    def random_policy(_obs, _last) -> int:
+    def random_policy(_stack, _last) -> int:
         raw.append(int(env._env.unwrapped._x_position))
         return int(rng.integers(env.num_actions))
 
-    played = play_policies(env, [("random", random_policy, 17)], record=False)
+    played = em.play_policies(env, [("random", scripted_policy(random_policy), 17)], record=False)
     env.close()
     assert max(raw) >= 0x8000  # the case is real
     assert all(e.max_x < 4000 for e in played.episodes["random"])

@@ -1,4 +1,4 @@
-"""scripts/evaluate.py: stacking as in training, the best-episode video, summary.json, refusals."""
+"""`make eval` (scripts/evaluate/): the best-episode video, summary.json, refusals."""
 
 from __future__ import annotations
 
@@ -19,8 +19,11 @@ from common.env_spec import EnvSpec
 from common.model import ActorCritic, ModelSpec
 from common.rundir import RunDir
 from learner import checkpoint
-from scripts import evaluate
 from scripts.checkout import ROOT
+from scripts.evaluate import main as evaluate
+from scripts.evaluate import matrix as em
+from scripts.evaluate.checkpoint import check_compatible
+from tests.fakes import scripted_policy
 
 CORRIDOR = "tests.fakes:Corridor-v0"
 
@@ -66,82 +69,24 @@ def episode(max_x: int, ret: float, flag: bool = False) -> EpisodeSummary:
 # ---- pure parts -----------------------------------------------------------------------------
 
 
-def test_frame_ring_masks_the_previous_episode_like_training():
-    ring = evaluation.FrameRing((2, 2))
-    for v in (1, 2, 3):
-        ring.push(np.full((2, 2), v, np.uint8), first=v == 1)
-    ring.push(np.full((2, 2), 9, np.uint8), first=True)  # a new episode starts
-    obs = ring.observe()  # [1, 4, 2, 2]
-    assert obs.shape == (1, 4, 2, 2) and obs.dtype == torch.uint8
-    assert obs[0, :, 0, 0].tolist() == [0, 0, 0, 9]
-    ring.push(np.full((2, 2), 10, np.uint8), first=False)
-    assert ring.observe()[0, :, 0, 0].tolist() == [0, 0, 9, 10]
-
-
 def test_best_episode_is_largest_max_x_then_return_then_earliest():
     eps = [episode(300, 5.0), episode(500, 1.0), episode(500, 7.0), episode(500, 7.0, flag=True)]
-    s = evaluation.summarise(eps)
+    s = em.summarise(eps)
     assert s.best_index == 2
     assert s.episodes == 4 and s.flag_rate == 0.25 and s.max_max_x == 500
     assert s.mean_max_x == pytest.approx(450.0) and s.mean_return == pytest.approx(5.0)
     assert s.median_max_x == 500.0
-    assert evaluation.summarise([episode(100, 0.0), episode(900, 0.0)]).median_max_x == 500.0
-    line = evaluation.summary_line(s, "sampled")
-    assert line.startswith("sampled: 4 episodes: mean max x 450.0, median 500.0 (max 500)")
-    assert "flag rate 25.0%" in line
-
-
-def test_sampled_actions_repeat_with_the_seed_and_greedy_ones_are_the_argmax():
-    torch.manual_seed(0)
-    model = ActorCritic(ModelSpec(num_actions=7))
-    obs = [torch.randint(0, 256, (1, 4, 84, 84), dtype=torch.uint8) for _ in range(40)]
-
-    def actions(policy: evaluation.Policy) -> list[int]:
-        return [policy(o, 7) for o in obs]
-
-    def sampled(*seed: int) -> list[int]:
-        gen = evaluation.seeded_generator(*seed)
-        return actions(evaluation.make_policy(model, greedy=False, generator=gen))
-
-    assert sampled(3, 1) == sampled(3, 1)
-    assert sampled(3, 1) != sampled(4, 1) or sampled(3, 1) != sampled(3, 2)
-    with torch.inference_mode():
-        argmax = [int(model(o, torch.tensor([7])).logits.argmax()) for o in obs]
-    assert actions(evaluation.make_policy(model, greedy=True)) == argmax
-
-
-def test_a_recurrent_policy_carries_its_state_through_an_episode_and_resets_at_the_next():
-    torch.manual_seed(0)
-    model = ActorCritic(ModelSpec(num_actions=7, core="lstm")).eval()
-    with torch.no_grad():
-        model.policy.weight.mul_(50)  # decisive logits: a wrong state changes the argmax
-    obs = [torch.randint(0, 256, (1, 4, 84, 84), dtype=torch.uint8) for _ in range(30)]
-    lasts = [7 if t in (0, 12) else t % 7 for t in range(30)]  # episodes start at steps 0 and 12
-
-    def chained(resets: set[int]) -> list[int]:
-        """Greedy actions with the state carried, zeroed before the steps in `resets`."""
-        out, state = [], None
-        with torch.inference_mode():
-            for t, (o, last) in enumerate(zip(obs, lasts, strict=True)):
-                step = model(o, torch.tensor([last]), None if t in resets else state)
-                out.append(int(step.logits.argmax()))
-                state = step.state
-        return out
-
-    policy = evaluation.make_policy(model, greedy=True)
-    got = [policy(o, last) for o, last in zip(obs, lasts, strict=True)]
-    assert got == chained({0, 12})
-    assert got != chained({0}) and got != chained(set(range(30)))  # carried, and reset
+    assert em.summarise([episode(100, 0.0), episode(900, 0.0)]).median_max_x == 500.0
 
 
 def test_best_of_both_policies_keeps_its_screens_and_names_its_policy():
     env = FrameEnv(EnvSpec(level=CORRIDOR))
 
-    def to_goal(obs: torch.Tensor, _last: int) -> int:  # reads the cue: right (1) or left (6)
-        return 1 if obs[0, -1, :12, 42:].any() else 6
+    def to_goal(stack: torch.Tensor, _last: int) -> int:  # reads the cue: right (1) or left (6)
+        return 1 if stack[-1, :12, 42:].any() else 6
 
-    stay = lambda _obs, _last: 0  # noqa: E731 - never moves: cut off at max x 0
-    played = evaluation.play_policies(env, [("greedy", stay, 2), ("sampled", to_goal, 2)])
+    stay = scripted_policy(lambda _stack, _last: 0)  # never moves: cut off at max x 0
+    played = em.play_policies(env, [("greedy", stay, 2), ("sampled", scripted_policy(to_goal), 2)])
     env.close()
     assert [len(played.episodes[p]) for p in ("greedy", "sampled")] == [2, 2]
     assert all(e.max_x == 0 and not e.flag for e in played.episodes["greedy"])
@@ -152,13 +97,13 @@ def test_best_of_both_policies_keeps_its_screens_and_names_its_policy():
 
 
 def test_action_set_mismatch_names_both_sides():
-    problems = evaluation.check_compatible(
+    problems = check_compatible(
         ModelSpec(num_actions=7), "simple", EnvSpec(action_set="complex"), 12
     )
     assert problems and problems[0].startswith(
         "checkpoint has 7 actions (simple), env has 12 (complex)"
     )
-    assert evaluation.check_compatible(ModelSpec(), "simple", EnvSpec(), 7) == []
+    assert check_compatible(ModelSpec(), "simple", EnvSpec(), 7) == []
 
 
 def test_upscale_is_nearest_neighbour():
@@ -166,27 +111,6 @@ def test_upscale_is_nearest_neighbour():
     big = evaluation.upscale(frame, 3)
     assert big.shape == (6, 6, 3)
     assert (big[:3, :3] == frame[0, 0]).all() and (big[3:, 3:] == frame[1, 1]).all()
-
-
-def test_play_episode_sees_training_stacks_and_reports_length_plus_one_screens():
-    env = FrameEnv(EnvSpec(level=CORRIDOR))
-    seen: list[torch.Tensor] = []
-    lasts: list[int] = []
-
-    def policy(obs: torch.Tensor, last_action: int) -> int:
-        seen.append(obs.clone())
-        lasts.append(last_action)
-        return len(seen) % 2  # alternate, so each step's previous action is known
-
-    screens: list[np.ndarray] = []
-    ep = evaluation.play_episode(
-        env, policy, on_frame=lambda: screens.append(evaluation.screen_rgb(env))
-    )
-    assert ep.length == len(seen) and len(screens) == ep.length + 1
-    assert (seen[0][0, :3] == 0).all() and seen[0][0, 3].any()  # only the reset frame
-    assert screens[0].shape == (84, 84, 3) and screens[0].dtype == np.uint8
-    # the previous action: none (= num_actions) at the first step, then what the policy chose
-    assert lasts == [env.num_actions] + [i % 2 for i in range(1, ep.length)]
 
 
 # ---- the script, in process (a small Gymnasium env) ---------------------------------------------

@@ -1,5 +1,6 @@
-"""scripts/evaluate.py over a set of Super Mario Bros levels: the matrix agrees with the episodes,
-each level's still and video, plain against perturbed; bad sets refused; the random baseline."""
+"""`make eval` (scripts/evaluate/) over a set of Super Mario Bros levels: the matrix agrees with
+the episodes, each level's still and video, plain against perturbed; bad sets refused; the random
+baseline."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import numpy as np
 import pytest
 
 from common.levels import level_lengths
-from scripts import evaluate
 from scripts.analysis import random_baseline
+from scripts.evaluate import main as evaluate
 from tests.scripts.test_evaluate import make_run, read_video
 
 LEVELS = ("1-1", "1-2")

@@ -14,6 +14,7 @@ import pytest
 from supervisor.options import ServerOptions
 
 from actor.config import ActorConfig
+from actor.eval import EvalConfig
 from actor.relay import RelayConfig
 from common import config as config_io
 from common.curve import make_keys
@@ -132,8 +133,9 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
     actor = config_io.load(ActorConfig, train["actor-17"][3:], prog="actor", description="")
     assert (actor.actor_id, actor.learner, actor.num_envs) == (17, "127.0.0.1:6000", 1)
     assert (actor.metrics_port, actor.curve_dir) == (9117, f"{keys}/actor-17")
-    evaluator = config_io.load(ActorConfig, train["eval"][3:], prog="actor", description="")
-    assert (evaluator.eval, evaluator.actor_id, evaluator.metrics_port) == (True, 19, 9119)
+    assert train["eval"][1:3] == ["-m", "actor.eval"]
+    evaluator = config_io.load(EvalConfig, train["eval"][3:], prog="actor.eval", description="")
+    assert (evaluator.actor_id, evaluator.metrics_port) == (19, 9119)
     assert evaluator.eval_dir == str(tmp_path / "run" / "eval")
 
     # actors on another host than the learner's: a relay, which each actor takes weights from

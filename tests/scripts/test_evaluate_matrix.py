@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from actor import eval_matrix as em
-from actor.evaluation import Played
 from common.env import EpisodeSummary
 from common.levels import level_lengths
+from scripts.evaluate import matrix as em
+from scripts.evaluate import tables
 
 CORRIDOR = "tests.fakes:Corridor-v0"
 
@@ -18,7 +18,7 @@ def ep(max_x: int, outcome: str = "death", level: str = "1-1", ret: float = 0.0)
 
 
 def result(setting: str, level: str, **episodes: list[EpisodeSummary]) -> em.LevelResult:
-    return em.LevelResult(em.Setting(setting, 0.0, 0), level, Played(episodes, None, []))
+    return em.LevelResult(em.Setting(setting, 0.0, 0), level, em.Played(episodes, None, []))
 
 
 def test_end_points_are_the_most_common_outcome_and_x_bins_of_the_missed_flags():
@@ -71,7 +71,7 @@ def test_markdown_has_a_row_per_level_a_mean_row_and_the_settings_side_by_side()
             result("perturbed", CORRIDOR, greedy=[ep(4, "death", CORRIDOR)], sampled=[ep(2)]),
         ]
     )
-    md = em.markdown(matrix, {"perturbed": "sticky actions 0.25, no-op starts 0..30"})
+    md = tables.markdown(matrix, {"perturbed": "sticky actions 0.25, no-op starts 0..30"})
     assert md.count("### greedy, plain") == 1
     assert "### sampled, perturbed (sticky actions 0.25, no-op starts 0..30)" in md
     progress = 1580 / level_lengths()["1-1"]

@@ -6,7 +6,7 @@ the best episode of each level as a video and a still.
 
 Both policies are played by default, EPISODES each on every level: `greedy` (argmax actions)
 first, then `sampled` (actions drawn from the policy, as the actors play, from a generator seeded
-by --seed and the level). Each (level, policy) is one row of the matrix (`actor.eval_matrix`):
+by --seed and the level). Each (level, policy) is one row of the matrix (scripts/evaluate/matrix.py):
 mean and median progress and max x, the flag, death and cutoff rates, and where the episodes that
 missed the flag ended; a set of several levels gets a mean row per policy.
 
@@ -14,9 +14,9 @@ Perturbations: `--sticky-actions P` and `--noop-max N` play every episode with t
 plays the matrix twice, plain and perturbed (those two flags, or sticky 0.25 and 0..30 no-op
 starts after Machado et al. 2018 when they are not given), and sets the figures side by side.
 
-The policy sees exactly what it saw in training: the env factory's 84x84 grayscale frames, stacked
-by `common.stacking.stack_frames` from a 4-frame ring whose `first` flags mask the frames of an
-earlier episode. The env spec comes from the checkpoint, whose run config the learner wrote
+The policy sees exactly what it saw in training: its episodes step through the training actor's
+own path (actor/evaluation.py: the frame ring, the previous action, the core's state and its reset
+at an episode's start). The env spec comes from the checkpoint, whose run config the learner wrote
 (action set, frame size, frame skip, no-progress cutoff; a flag overrides each); a checkpoint
 without one takes the EnvSpec defaults.
 
@@ -30,8 +30,9 @@ earliest; its still is the screen on which it first reached that max x.
 `--jobs N` plays N levels (each in one setting) at a time in spawned processes; each level's
 episodes depend only on the seeds, so the figures are the same for every N.
 
-The episode logic lives in actor/evaluation.py, shared with the eval-mode actor; the matrix in
-actor/eval_matrix.py, shared with the random baseline.
+The episode logic lives in actor/evaluation.py, shared with the eval actor; the matrix in
+scripts/evaluate/matrix.py and its tables in scripts/evaluate/tables.py, shared with the random
+baseline.
 """
 
 from __future__ import annotations
@@ -48,81 +49,24 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 
-from actor import eval_matrix as em
-from actor.evaluation import (
-    NES_FPS,
-    POLICIES,
-    action_set_for,
-    check_compatible,
-    make_policy,
-    seeded_generator,
-    summarise,
-)
+from actor.evaluation import NES_FPS, POLICIES, model_policy
 from common.env import FrameEnv
 from common.env_spec import EnvSpec
 from common.levels import progress
-from common.model import ActorCritic, DeviceUnavailable, ModelSpec, resolve_device
+from common.model import DeviceUnavailable, resolve_device
 from common.rundir import RunDir
-
-
-class EvalError(Exception):
-    """Bad input: a missing or foreign file, or a checkpoint that cannot play the chosen env."""
-
-
-class Checkpoint(NamedTuple):
-    path: Path
-    model: ActorCritic
-    trained_action_set: str | None
-    config: dict[str, Any]
-    policy_version: int
-    env_frames: int
-
-
-def resolve_checkpoint(run_dir: Path | None, checkpoint: Path | None) -> Path:
-    from learner.checkpoint import latest_path
-
-    if checkpoint is not None:
-        if not checkpoint.is_file():
-            raise EvalError(f"checkpoint {checkpoint} does not exist")
-        return checkpoint
-    assert run_dir is not None
-    if not run_dir.is_dir():
-        raise EvalError(f"run dir {run_dir} does not exist; pass RUN=<run dir> or CKPT=<file>")
-    run = RunDir(run_dir)
-    path = latest_path(run)
-    if path is None:
-        raise EvalError(
-            f"{run_dir} has no checkpoints in {run.checkpoints}; train first or pass CKPT="
-        )
-    return path
-
-
-def load_checkpoint(path: Path) -> Checkpoint:
-    from learner.checkpoint import load
-
-    try:
-        state = load(path)
-    except Exception as exc:
-        raise EvalError(
-            f"{path} is not a checkpoint: torch.load cannot read it ({type(exc).__name__}); "
-            "expected a file written by the learner (RUN/checkpoints/ckpt-*.pt)"
-        ) from exc
-    if not isinstance(state, dict):
-        state = {"": state}  # reported below as missing both keys
-    missing = [k for k in ("model", "model_spec") if not isinstance(state.get(k), dict)]
-    if missing:
-        raise EvalError(f"{path} is not a checkpoint: no {' or '.join(missing)} in it")
-    try:
-        model = ActorCritic(ModelSpec.from_dict(state["model_spec"]))
-        model.load_state_dict(state["model"])
-    except (TypeError, ValueError, RuntimeError) as exc:
-        raise EvalError(f"{path}: its model_spec and weights do not make a network: {exc}") from exc
-    config = state.get("config") if isinstance(state.get("config"), dict) else {}
-    trained = config.get("action_set") or action_set_for(model.spec.num_actions)
-    version, frames = int(state.get("policy_version", -1)), int(state.get("env_frames", -1))
-    return Checkpoint(path, model, trained, config, version, frames)
+from scripts.evaluate import matrix as em
+from scripts.evaluate import tables
+from scripts.evaluate.checkpoint import (
+    Checkpoint,
+    EvalError,
+    check_compatible,
+    load_checkpoint,
+    resolve_checkpoint,
+)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -294,15 +238,15 @@ def play_unit(plan: Plan, setting_index: int, level: str) -> tuple[em.LevelResul
     """One level in one setting, every policy: its video and still written to the plan's out,
     the result returned without its screens, with what `write_best` wrote (None without video)."""
     args, model = plan.args, plan.ckpt.model
-    gen = seeded_generator(args.seed, em.level_seed(level), setting_index)
+    rng = np.random.default_rng([args.seed, em.level_seed(level), setting_index])
     policies = [
-        (name, make_policy(model, greedy=name == "greedy", device=plan.device, generator=gen),
+        (name, model_policy(model, greedy=name == "greedy", rng=rng, device=plan.device),
          args.episodes)
         for name in plan.names
     ]  # fmt: skip
     r = em.play_level(
         plan.spec, plan.settings[setting_index], setting_index, level, policies,
-        seed=args.seed, stack=model.spec.stack, record=not args.no_video,
+        seed=args.seed, state_size=model.spec.state_size, record=not args.no_video,
     )  # fmt: skip
     best = em.write_best(plan.out, r, plan.fps, args.scale)
     return r._replace(played=r.played._replace(best_frames=[])), best
@@ -376,24 +320,24 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     overall["settings"] = {s.name: s._asdict() for s in settings}
     overall["jobs"] = min(args.jobs, len(units))
     pooled = {  # over the first setting's levels: what `make report` shows
-        name: summarise([e for r in first for e in r.played.episodes[name]])._asdict()
+        name: em.summarise([e for r in first for e in r.played.episodes[name]])._asdict()
         for name in names
     }
     result = {
         "overall": overall,
         "policies": pooled,
-        "matrix": em.matrix_json(matrix),
+        "matrix": tables.matrix_json(matrix),
         "best": bests,
         "video": video,
         "env": spec.to_wire(),
         "model_spec": ckpt.model.spec.to_wire(),
-        "episodes": em.episodes_json(matrix),
+        "episodes": tables.episodes_json(matrix),
     }
     notes = {s.name: _describe(s) for s in settings if s.sticky_actions or s.noop_max}
-    table = f"## Policy v{ckpt.policy_version} on {spec.level}\n\n" + em.markdown(matrix, notes)
+    table = f"## Policy v{ckpt.policy_version} on {spec.level}\n\n" + tables.markdown(matrix, notes)
     if bests:
-        table += "\n### Best episodes\n\n" + em.best_table(bests) + "\n"
-    em.write_summary(out, result, table)
+        table += "\n### Best episodes\n\n" + tables.best_table(bests) + "\n"
+    tables.write_summary(out, result, table)
     return result, table
 
 

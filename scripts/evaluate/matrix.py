@@ -1,6 +1,6 @@
 """The evaluation matrix: every level of a set, played by every policy, in one or two settings,
 each (setting, level, policy) summarised as one row. Used by `make eval` and by the random
-baseline; pure (no files, no printing) above the IO banner.
+baseline; pure (no files, no printing) above the IO banner; scripts/evaluate/tables.py shows it.
 
 A row (`Cell`) holds the level's episodes' mean and median progress (`common.levels.progress`:
 max x as a share of the level's length, 1 at the flag; None for a level of unknown length), mean,
@@ -22,24 +22,22 @@ the setting, so a level's figures do not depend on which other levels the set ho
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import cv2
 import numpy as np
 
-from actor.evaluation import Played, Policy, play_policies, upscale, write_video
+from actor.evaluation import EpisodePlayer, Policy, upscale, write_video
 from common.env import EpisodeSummary, FrameEnv
 from common.env_spec import EnvSpec
 from common.levels import progress
 from common.rundir import atomic_write
-from common.stacking import STACK
 
 END_BIN_PX = 64  # where episodes end: max x in bins of 4 tiles (a tile is 16 px)
 TOP_ENDS = 3  # the most common end points shown per row
@@ -82,6 +80,63 @@ class Cell(NamedTuple):
     cutoff_rate: float  # no-progress cutoffs and the env's own limit
     mean_return: float
     ends: tuple[EndPoint, ...]  # the most common end points, most frequent first
+
+
+class Played(NamedTuple):
+    episodes: dict[str, list[EpisodeSummary]]  # policy name -> its episodes, in play order
+    best: tuple[str, int] | None  # (policy, index) of the best episode of all; None if none
+    best_frames: list[np.ndarray]  # its colour screens; empty without recording
+    best_peak: int = 0  # the index in best_frames of its max-x moment (first reached)
+
+
+def play_policies(
+    env: FrameEnv, policies: Sequence[tuple[str, Policy, int]], *, state_size: int = 0,
+    record: bool = True,
+) -> Played:  # fmt: skip
+    """Play `count` episodes of each (name, policy, count) in turn, on the actors' stepping path
+    (`actor.evaluation.EpisodePlayer`; `state_size`: the network's core state); the best episode
+    of all (largest max x, then return, then the earliest played) keeps its colour screens.
+
+    Only the best episode so far and the current one are held: about 180 KB per agent step each.
+    """
+    player = EpisodePlayer(env, state_size, record)
+    episodes: dict[str, list[EpisodeSummary]] = {name: [] for name, _, _ in policies}
+    best, best_key, best_frames, best_peak = None, None, [], 0
+    for name, policy, count in policies:
+        for i in range(count):
+            e, screens, peak = player.play(policy)
+            episodes[name].append(e)
+            if best_key is None or (e.max_x, e.episode_return) > best_key:  # ties: the earliest
+                best, best_key = (name, i), (e.max_x, e.episode_return)
+                best_frames, best_peak = screens, peak
+    return Played(episodes, best, best_frames, best_peak)
+
+
+class EvalSummary(NamedTuple):
+    episodes: int
+    flag_rate: float
+    mean_max_x: float
+    median_max_x: float
+    max_max_x: int
+    mean_return: float
+    best_index: int  # the best episode: largest max_x, then return, then earliest
+
+
+def summarise(episodes: Sequence[EpisodeSummary]) -> EvalSummary:
+    """Episodes of one policy pooled (over levels, for `make report`)."""
+    if not episodes:
+        raise ValueError("no episodes to summarise")
+    return EvalSummary(
+        episodes=len(episodes),
+        flag_rate=float(np.mean([e.flag for e in episodes])),
+        mean_max_x=float(np.mean([e.max_x for e in episodes])),
+        median_max_x=float(np.median([e.max_x for e in episodes])),
+        max_max_x=max(e.max_x for e in episodes),
+        mean_return=float(np.mean([e.episode_return for e in episodes])),
+        best_index=max(
+            range(len(episodes)), key=lambda i: (episodes[i].max_x, episodes[i].episode_return, -i)
+        ),
+    )
 
 
 class LevelResult(NamedTuple):
@@ -213,18 +268,19 @@ def play_level(
     policies: Sequence[tuple[str, Policy, int]],
     *,
     seed: int = 0,
-    stack: int = STACK,
+    state_size: int = 0,
     record: bool = True,
 ) -> LevelResult:
     """One level of `spec`'s set in one setting (the `setting_index`-th of the run): its env is
     seeded by (seed, the level, the setting's index) alone, so the level plays the same episodes
-    whichever process plays it and whatever else that process played before."""
+    whichever process plays it and whatever else that process played before. `state_size`: the
+    network's core state (0: none)."""
     one = dataclasses.replace(
         spec, level=level, sticky_actions=setting.sticky_actions, noop_max=setting.noop_max
     )
     env = FrameEnv(one, seed=(seed, level_seed(level), setting_index))
     try:
-        played = play_policies(env, policies, stack=stack, record=record)
+        played = play_policies(env, policies, state_size=state_size, record=record)
     finally:
         env.close()
     return LevelResult(setting, level, played)
@@ -236,7 +292,7 @@ def play_levels(
     policies_for: PoliciesFor,
     *,
     seed: int = 0,
-    stack: int = STACK,
+    state_size: int = 0,
     record: bool = True,
 ) -> Iterator[LevelResult]:
     """Play each setting's levels of `spec.level` in turn, yielding each as it is done (with the
@@ -245,124 +301,8 @@ def play_levels(
         for level in spec.levels:
             yield play_level(
                 spec, setting, s_index, level, policies_for(level, setting),
-                seed=seed, stack=stack, record=record,
+                seed=seed, state_size=state_size, record=record,
             )  # fmt: skip
-
-
-# ---- presentation (strings and JSON-ready dicts) ------------------------------------------------
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1%}"
-
-
-def _x(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0f}"
-
-
-def _ends(ends: Sequence[EndPoint]) -> str:
-    return ", ".join(f"{e.outcome} {e.x_from}–{e.x_to} ({e.count})" for e in ends) or "-"
-
-
-def markdown(matrix: Matrix, setting_notes: dict[str, str] | None = None) -> str:
-    """One table per (setting, policy): a row per level, then the mean row; with two settings a
-    side-by-side table of progress and flag rate follows."""
-    notes = setting_notes or {}
-    out = []
-    head = (
-        "| level | episodes | progress mean | progress median | max x mean | max x best "
-        "| flag | death | cutoff | where the others end (top 3) |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
-    )
-    for s in matrix.settings:
-        for p in matrix.policies:
-            rows = [c for c in (*matrix.cells, *matrix.means) if (c.setting, c.policy) == (s, p)]
-            title = f"### {p}" + (f", {s}" if len(matrix.settings) > 1 else "")
-            lines = [title + (f" ({notes[s]})" if s in notes else ""), "", head]
-            for c in rows:
-                level = "**mean**" if c.level == "mean" else c.level
-                lines.append(
-                    f"| {level} | {c.episodes} | {_pct(c.mean_progress)} "
-                    f"| {_pct(c.median_progress)} | {_x(c.mean_max_x)} | {_x(c.best_max_x)} "
-                    f"| {_pct(c.flag_rate)} | {_pct(c.death_rate)} | {_pct(c.cutoff_rate)} "
-                    f"| {_ends(c.ends)} |"
-                )
-            out.append("\n".join(lines))
-    if len(matrix.settings) == 2:
-        out.append(_side_by_side(matrix, *matrix.settings))
-    foot = [
-        f"Progress: max x as a share of the level's length (100% at the flag). Ends: outcome, "
-        f"the {END_BIN_PX}-px bin of the episode's max x, and how many episodes ended there."
-    ]
-    if matrix.unmeasured:
-        foot.append(f"Progress is unknown (-) for {', '.join(matrix.unmeasured)}: not measured.")
-    return "\n\n".join([*out, " ".join(foot)]) + "\n"
-
-
-def _side_by_side(matrix: Matrix, plain: str, perturbed: str) -> str:
-    lines = [
-        f"### {plain} vs {perturbed}",
-        "",
-        f"| level | policy | progress {plain} | progress {perturbed} | change "
-        f"| flag {plain} | flag {perturbed} |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
-    levels = [*matrix.levels, *(["mean"] if matrix.means else [])]
-    for level in levels:
-        for p in matrix.policies:
-            a, b = matrix.row(plain, level, p), matrix.row(perturbed, level, p)
-            change = "-"
-            if a.mean_progress is not None and b.mean_progress is not None:
-                change = f"{100 * (b.mean_progress - a.mean_progress):+.1f} pp"
-            name = "**mean**" if level == "mean" else level
-            lines.append(
-                f"| {name} | {p} | {_pct(a.mean_progress)} | {_pct(b.mean_progress)} | {change} "
-                f"| {_pct(a.flag_rate)} | {_pct(b.flag_rate)} |"
-            )
-    return "\n".join(lines)
-
-
-def cell_json(c: Cell) -> dict[str, Any]:
-    return c._asdict() | {"ends": [e._asdict() for e in c.ends]}
-
-
-def matrix_json(matrix: Matrix) -> dict[str, Any]:
-    """`rows` (one per setting, level and policy) and `means` (per setting and policy)."""
-    return {
-        "settings": list(matrix.settings),
-        "levels": list(matrix.levels),
-        "policies": list(matrix.policies),
-        "unmeasured": list(matrix.unmeasured),
-        "rows": [cell_json(c) for c in matrix.cells],
-        "means": [cell_json(c) for c in matrix.means],
-    }
-
-
-def episodes_json(matrix: Matrix) -> list[dict[str, Any]]:
-    """One row per episode: setting, level, policy, index (within those), max_x, progress, flag,
-    return, length, outcome."""
-    return [
-        {"setting": s, "level": lv, "policy": p, "index": i, "max_x": e.max_x}
-        | {"progress": episode_progress(lv, e), "flag": e.flag}
-        | {"return": e.episode_return, "length": e.length, "outcome": e.outcome}
-        for s, lv, p, i, e in matrix.episodes
-    ]
-
-
-def best_table(bests: Sequence[dict[str, Any]]) -> str:
-    """A Markdown table of the levels' best episodes (`write_best`'s dicts), linking their
-    still and video by file name (they sit beside the table's file)."""
-    lines = [
-        "| level | setting | policy | episode | max x | still | video |",
-        "|---|---|---|---:|---:|---|---|",
-    ]
-    for b in bests:
-        still, video = Path(b["still"]).name, Path(b["path"]).name
-        lines.append(
-            f"| {b['level']} | {b['setting']} | {b['policy']} | {b['episode']} | {b['max_x']} "
-            f"| [{still}]({still}) | [{video}]({video}) |"
-        )
-    return "\n".join(lines)
 
 
 # ---- IO -------------------------------------------------------------------------------------
@@ -410,10 +350,3 @@ def write_best(out: Path, result: LevelResult, fps: Fraction, scale: int = 1) ->
         "width": w * scale,
         "height": h * scale,
     }
-
-
-def write_summary(out: Path, summary: dict[str, Any], table: str) -> None:
-    """`summary.json` and `summary.md` in `out`, each written to a temp file then renamed."""
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
-    atomic_write(out / "summary.md", table.encode())

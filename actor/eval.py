@@ -1,8 +1,11 @@
-"""`python -m actor --eval`: greedy and sampled episodes with the newest weights, judged while
-training runs.
+"""`python -m actor.eval`: the eval actor, greedy and sampled episodes with the newest weights,
+judged while training runs.
 
 The eval actor registers like any actor (it builds the network and the envs the learner's Welcome
-names and receives its weight broadcasts) but sends no chunks.
+names and receives its weight broadcasts) but sends no chunks; it takes the training actor's flags
+too, so that one ACTOR_ARGS serves both (those that size the training actor's envs, --num-envs and
+--lanes, do not apply: it plays one env per level). Its episodes step through the training
+actor's own path (actor/evaluation.py).
 Every `eval_interval_s` it plays `eval_episodes` greedy episodes (argmax actions: deterministic on
 the fixed start state, so one is enough) and then `eval_sampled_episodes` sampled ones (actions
 drawn from the policy, as the actors play, from a generator seeded by `--seed` and the actor id)
@@ -25,30 +28,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import signal
 import statistics
+import sys
 import time
+import uuid
 from collections import deque
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import ClassVar
 
+import numpy as np
 import torch
 
 from actor.config import ActorConfig
-from actor.evaluation import (
-    NES_FPS,
-    Policy,
-    make_policy,
-    play_episode,
-    screen_rgb,
-    seeded_generator,
-    write_video,
-)
-from actor.link import check_num_actions, link_for, load_weights, welcomed_specs
+from actor.evaluation import NES_FPS, Episode, EpisodePlayer, Policy, model_policy, write_video
+from actor.link import FatalRefusal, check_num_actions, link_for, load_weights, welcomed_specs
+from common import config as config_io
 from common import wire
-from common.env import EpisodeSummary, FrameEnv, build_envs
+from common.config import Count, NonNegative, PositiveInt
+from common.config import option as _f
+from common.env import EnvBuildError, EpisodeSummary, FrameEnv, build_envs
 from common.env_spec import EnvSpec
 from common.levels import progress
-from common.metrics import EvalMetrics
+from common.metrics import EvalMetrics, MetricsPortError, add_process_metrics, serve
 from common.model import ActorCritic
 from common.rundir import atomic_write
 
@@ -60,8 +64,24 @@ _SERIES = ("episodes", "max_x", "median_max_x", "flag_rate", "episode_return", "
            "best_max_x")  # fmt: skip
 
 
-class EvalRunner:
-    def __init__(self, cfg: ActorConfig, metrics: EvalMetrics, instance_id: str):
+@dataclass(frozen=True)
+class EvalConfig(ActorConfig):
+    """The training actor's settings, then the eval actor's own."""
+
+    eval_dir: str = _f("runs/default/eval", "where each level's best episode's video goes")
+    eval_interval_s: NonNegative = _f(60.0, "seconds between evaluations")
+    eval_episodes: PositiveInt = _f(1, "greedy episodes per evaluation")
+    eval_sampled_episodes: Count = _f(4, "sampled episodes per evaluation")
+    eval_window: PositiveInt = _f(10, "episodes averaged in mario_eval_* gauges")
+
+    RETIRED: ClassVar[dict[str, str]] = {
+        **ActorConfig.RETIRED,
+        "eval": "python -m actor.eval is the eval actor: remove --eval",
+    }
+
+
+class EvalActor:
+    def __init__(self, cfg: EvalConfig, metrics: EvalMetrics, instance_id: str):
         self.cfg = cfg
         self.metrics = metrics
         self.out_dir = Path(cfg.eval_dir)
@@ -70,6 +90,7 @@ class EvalRunner:
         self._welcomed_spec: EnvSpec | None = None  # taken up between evaluations
         self.levels: tuple[str, ...] = ()
         self.envs: dict[str, FrameEnv] = {}  # level -> its env, built at the level's first turn
+        self.players: dict[str, EpisodePlayer] = {}  # level -> its env's player, for the model
         self.counts = {"greedy": cfg.eval_episodes, "sampled": cfg.eval_sampled_episodes}
         # (level, policy) -> its last episodes, and the best of their mean max x so far
         self.windows: dict[tuple[str, str], deque[EpisodeSummary]] = {}
@@ -93,6 +114,12 @@ class EvalRunner:
             )[0]  # fmt: skip
         return self.envs[level]
 
+    def _player(self, level: str) -> EpisodePlayer:
+        if level not in self.players:
+            state_size = self.model.spec.state_size
+            self.players[level] = EpisodePlayer(self._env(level), state_size)
+        return self.players[level]
+
     def _take_spec(self) -> None:
         """The learner's env spec, taken up between evaluations: each level's series exist from
         then on; the envs of a spec that changed are closed and built again when needed."""
@@ -101,7 +128,7 @@ class EvalRunner:
             return
         for env in self.envs.values():
             env.close()
-        self.envs = {}
+        self.envs, self.players = {}, {}  # the players step the old envs
         self.spec, self.levels = spec, spec.levels
         for level in self.levels:
             for name in self.counts:
@@ -124,11 +151,12 @@ class EvalRunner:
         if self.model is not None and spec == self.model.spec:
             return
         self.model = ActorCritic(spec).eval()
-        sampler = seeded_generator(self.cfg.seed, self.cfg.actor_id)  # reproducible episodes
+        sampler = np.random.default_rng([self.cfg.seed, self.cfg.actor_id])  # reproducible
         self.policies = {
-            "greedy": make_policy(self.model, greedy=True),
-            "sampled": make_policy(self.model, greedy=False, generator=sampler),
+            "greedy": model_policy(self.model, greedy=True, rng=sampler),
+            "sampled": model_policy(self.model, greedy=False, rng=sampler),
         }
+        self.players = {}  # their lanes hold core states of the old network's size
         self._pending = None  # the old network's weights
 
     def _on_weights(self, weights: wire.Weights) -> None:
@@ -162,26 +190,19 @@ class EvalRunner:
 
     def _evaluate(self, level: str) -> bool:
         """One evaluation of `level`: greedy episodes, then sampled ones; False once stopping."""
-        env = self._env(level)
         for policy_name, count in self.counts.items():  # greedy first, then sampled
             for _ in range(count):
                 # the first weights, and a new network's (after a re-registration)
                 if self.stopping or not self.link.wait_for_weights(lambda: self.stopping):
                     return False
                 self._apply_pending()
-                frames: list = []
-
-                def on_frame(frames: list = frames) -> None:
-                    frames.append(screen_rgb(env))
-                    self.link.poll(0)  # heartbeats and weights keep flowing meanwhile
-
-                with torch.inference_mode():
-                    episode = play_episode(env, self.policies[policy_name], on_frame=on_frame)
-                self._record(level, policy_name, episode, frames)
+                player = self._player(level)  # heartbeats and weights keep flowing meanwhile:
+                episode = player.play(self.policies[policy_name], lambda: self.link.poll(0))
+                self._record(level, policy_name, episode)
         return True
 
-    def _record(self, level: str, policy: str, episode: EpisodeSummary, frames: list) -> None:
-        m = self.metrics
+    def _record(self, level: str, policy: str, played: Episode) -> None:
+        m, episode = self.metrics, played.summary
         window = self.windows[level, policy]
         window.append(episode)
         n = len(window)
@@ -208,9 +229,9 @@ class EvalRunner:
             self.best[level] = best
             name = f"best-{level.replace(':', '_').replace('/', '_')}"
             fps = Fraction(NES_FPS, self.spec.frame_skip)
-            write_video(self.out_dir / f"{name}.mp4", frames, fps)
+            write_video(self.out_dir / f"{name}.mp4", played.screens, fps)
             summary = {**episode._asdict(), "policy": policy, "policy_version": self.version}
-            summary["frames"] = len(frames)
+            summary["frames"] = len(played.screens)
             atomic_write(
                 self.out_dir / f"{name}.json", (json.dumps(summary, indent=2) + "\n").encode()
             )
@@ -219,3 +240,39 @@ class EvalRunner:
         self.link.close()
         for env in self.envs.values():
             env.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = config_io.load(EvalConfig, argv, prog="actor.eval", description=__doc__ or "")
+    logging.basicConfig(
+        level=cfg.log_level,
+        format=f"%(asctime)s eval[{cfg.actor_id}] %(levelname)s %(message)s",
+    )
+    torch.set_num_threads(cfg.torch_threads)
+    metrics = EvalMetrics()  # each level's series from the learner's first Welcome
+    add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
+    if cfg.metrics_port:
+        try:
+            serve(metrics.registry, cfg.metrics_host, cfg.metrics_port)
+        except MetricsPortError as exc:
+            log.error("%s", exc)
+            return 1
+        log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
+    evaluator = EvalActor(cfg, metrics, uuid.uuid4().hex)
+    signal.signal(signal.SIGTERM, evaluator.stop)
+    signal.signal(signal.SIGINT, evaluator.stop)
+    try:
+        return evaluator.run()
+    except EnvBuildError as exc:
+        log.error("%s", exc)
+        return 1
+    except FatalRefusal as exc:
+        log.error("the learner refused this eval actor: %s", exc)
+        return 2
+    finally:
+        evaluator.close()
+        log.info("stopped")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

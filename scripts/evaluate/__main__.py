@@ -1,0 +1,5 @@
+import sys
+
+from scripts.evaluate.main import main
+
+sys.exit(main())

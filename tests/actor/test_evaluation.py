@@ -1,0 +1,156 @@
+"""Evaluation steps through the training actor's path: the same stacks, previous actions and core
+resets for the same env steps; greedy is the argmax; screens and episode ends; the eval actor's
+own command."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from actor import evaluation
+from actor.config import ActorConfig
+from actor.eval import EvalConfig
+from actor.rollout import infer_and_act, split_lanes
+from common import config as config_io
+from common.env import FrameEnv
+from common.env_spec import EnvSpec
+from common.model import ActorCritic, ModelSpec
+from tests.fakes import scripted_policy
+
+CORRIDOR = "tests.fakes:Corridor-v0"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Batch-of-one inference on one thread, as the actors run it (more threads only contend)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class Recorder(torch.nn.Module):
+    """The network, with every input it is given: (stacks, previous actions, core states)."""
+
+    def __init__(self, model: ActorCritic):
+        super().__init__()
+        self.model = model
+        self.seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+
+    def forward(self, frames, last_action, state):
+        self.seen.append((frames.clone(), last_action.clone(), state.clone()))
+        return self.model(frames, last_action, state)
+
+
+def test_eval_and_training_feed_the_policy_the_same_inputs_for_the_same_env_steps():
+    """An LSTM policy sampled from one seed plays two episodes of Mario 1-1 through the eval's
+    player, and as many steps through a training actor's lane (its chunks of 16 steps cross the
+    episodes): step for step, the same stacks, previous actions and core states reach the network,
+    the state zeroed exactly where an episode starts, and the same episodes come out."""
+    torch.manual_seed(0)
+    model = ActorCritic(ModelSpec(num_actions=7, core="lstm")).eval()
+    spec = EnvSpec(level="1-1", no_progress_steps=12)
+    C = model.spec.state_size
+
+    env = FrameEnv(spec, seed=(3, 1))
+    evaluator = Recorder(model)
+    player = evaluation.EpisodePlayer(env, C, record=False)
+    policy = evaluation.model_policy(evaluator, greedy=False, rng=np.random.default_rng(5))
+    eval_episodes = [player.play(policy).summary for _ in range(2)]
+    env.close()
+
+    env = FrameEnv(spec, seed=(3, 1))
+    trainer = Recorder(model)
+    (lane,) = split_lanes([env], 1, unroll_length=16, num_actions=7, state_size=C)
+    rng = np.random.default_rng(5)
+    train_episodes = []
+    for _ in evaluator.seen:
+        infer_and_act(trainer, lane, rng, policy_version=0)
+        lane.step()
+        train_episodes += [e for c in lane.take_finished() for e in c.episodes]
+    env.close()
+    train_episodes += lane.episodes
+
+    assert len(trainer.seen) == len(evaluator.seen)
+    starts = 0
+    for t, (e, tr) in enumerate(zip(evaluator.seen, trainer.seen, strict=True)):
+        for name, a, b in zip(("stack", "previous action", "core state"), e, tr, strict=True):
+            assert torch.equal(a, b), f"step {t}: the {name} differs"
+        frames, last, state = e
+        if int(last) == 7:  # an episode's first step: only its reset frame, and no state
+            starts += 1
+            assert not frames[0, :3].any() and frames[0, 3].any(), t
+            assert not state.any(), t
+        else:
+            assert state.any(), t  # carried from the step before
+    assert starts == 2  # one per episode: each reset seen
+    assert train_episodes == eval_episodes
+
+
+def test_greedy_takes_the_argmax_and_sampled_repeats_with_its_seed():
+    torch.manual_seed(0)
+    model = ActorCritic(ModelSpec(num_actions=7)).eval()
+
+    def play(greedy: bool, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        env = FrameEnv(EnvSpec(level=CORRIDOR, frame_skip=1))
+        player = evaluation.EpisodePlayer(env, record=False)
+        policy = evaluation.model_policy(model, greedy=greedy, rng=np.random.default_rng(seed))
+        for _ in range(6):
+            policy(player.lane)
+            player.lane.step()
+        env.close()
+        a = player.lane.arrays
+        return a["actions"][:6, 0], a["behaviour_logits"][:6, 0]  # [6], [6, A]
+
+    actions, logits = play(greedy=True, seed=0)
+    assert (actions == logits.argmax(axis=-1)).all()
+    assert (play(False, 1)[0] == play(False, 1)[0]).all()
+    assert any((play(False, s)[0] != play(False, 1)[0]).any() for s in (2, 3, 4))
+
+
+def test_an_episode_shows_length_plus_one_screens_and_its_previous_actions():
+    env = FrameEnv(EnvSpec(level=CORRIDOR))
+    seen: list[torch.Tensor] = []
+    lasts: list[int] = []
+
+    def alternate(stack: torch.Tensor, last: int) -> int:
+        seen.append(stack.clone())
+        lasts.append(last)
+        return len(seen) % 2  # alternate, so each step's previous action is known
+
+    player = evaluation.EpisodePlayer(env)
+    first = player.play(scripted_policy(alternate))
+    second = player.play(scripted_policy(alternate))
+    env.close()
+    for ep in (first, second):
+        assert len(ep.screens) == ep.summary.length + 1
+        assert ep.screens[0].shape == (84, 84, 3) and ep.screens[0].dtype == np.uint8
+    n = first.summary.length
+    assert len(seen) == n + second.summary.length
+    assert not seen[0][:3].any() and seen[0][3].any()  # only the reset frame
+    assert not seen[n][:3].any() and seen[n][3].any()  # the second episode's, alone again
+    # the previous action: none (= num_actions) at the first step, then what the policy chose
+    assert lasts[:n] == [env.num_actions] + [i % 2 for i in range(1, n)]
+    assert lasts[n] == env.num_actions
+
+
+def test_the_eval_actor_is_its_own_command_and_the_actor_has_no_eval_flags(capsys):
+    cfg = config_io.load(
+        EvalConfig,
+        ["--num-envs", "2", "--eval-interval-s", "5", "--eval-sampled-episodes", "0"],
+        prog="actor.eval",
+        description="",
+    )  # the actors' flags too: one ACTOR_ARGS serves both
+    assert (cfg.num_envs, cfg.eval_interval_s, cfg.eval_sampled_episodes) == (2, 5.0, 0)
+    assert not any(name.startswith("eval") for name in ActorConfig.__dataclass_fields__)
+    with pytest.raises(SystemExit):
+        config_io.load(ActorConfig, ["--eval"], prog="actor", description="")
+    assert "python -m actor.eval" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        config_io.load(EvalConfig, ["--eval-sampled-episodes", "-1"], prog="actor.eval",
+                       description="")  # fmt: skip
+    assert "--eval-sampled-episodes: must be >= 0, got -1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # its envs are the learner's, as the training actor's
+        config_io.load(EvalConfig, ["--frame-skip", "2"], prog="actor.eval", description="")
+    assert "set --frame-skip on the learner" in capsys.readouterr().err
