@@ -124,8 +124,7 @@ class Telemetry:
         m, eps = self.metrics, list(self.ingest.episodes)
         loss = {k: float(getattr(stats, k)) for k in ("total_loss", "pg_loss", "baseline_loss")}
         entropy, grad_norm = float(stats.entropy), float(stats.grad_norm)
-        norm, clip_fraction = self.learner.value_norm, float(stats.clip_fraction)
-        value_scale = norm.scale() if norm is not None else 1.0
+        clip_fraction, value_scale = float(stats.clip_fraction), self.learner.popart.scale()
         sps = self.rate.rate()
         m.loss.labels("total").set(loss["total_loss"])
         m.loss.labels("policy").set(loss["pg_loss"])
@@ -173,12 +172,11 @@ class Telemetry:
         {level: {"progress", "flag_rate", "weight", "advantage_std", "entropy"}}}."""
         if self.levels is None:
             return {}
-        m, weights = self.metrics, self.levels.weights()
+        m, weight = self.metrics, 1.0 / len(self.levels.levels)  # actors draw levels uniformly
         steps, adv_std = stats.level_steps.tolist(), stats.level_advantage_std.tolist()
         entropy = stats.level_entropy.tolist()
         out = {}
         for i, (level, s) in enumerate(self.levels.summary().items()):
-            weight = weights.get(level, 1.0 / len(self.levels.levels))
             if s.progress is not None:
                 m.level_progress.labels(level).set(s.progress)
             if s.flag_rate is not None:

@@ -19,7 +19,7 @@ from common import wire
 from common.model import ActorCritic, ModelSpec
 from tests import procs
 
-SPECS = [ModelSpec(), ModelSpec(arch="nature", last_action=False)]  # first learner, then second
+SPECS = [ModelSpec(), ModelSpec(arch="nature")]  # first learner, then second
 
 
 def weights(spec: ModelSpec) -> wire.Weights:

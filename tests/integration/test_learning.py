@@ -41,7 +41,7 @@ def random_policy_return(episodes: int = 300) -> float:
     "replay",
     [
         ["--replay-capacity", "0"],
-        ["--replay-capacity", "512", "--replay-fraction", "0.5", "--replay-min-size", "32"],
+        ["--replay-capacity", "512", "--replay-fraction", "0.5"],
     ],
     ids=["fresh-only", "with-replay"],
 )
