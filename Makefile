@@ -33,7 +33,7 @@ WHEELS ?=
 OUT ?=
 NO_PYTHON = { echo "error: $(if $(PYTHON),PYTHON=$(PYTHON) not found,no python3.13 or python3.12 found) (PATH, pyenv, uv); install one (pyenv install 3.13) or pass PYTHON=/path/to/python" >&2; exit 1; }
 
-.PHONY: install install-tensorboard wheelhouse test test-fast lint bench
+.PHONY: install install-tensorboard wheelhouse test test-all test-fast lint bench
 
 install: $(STAMP)
 
@@ -55,12 +55,19 @@ wheelhouse:
 
 # TEST_WORKERS=N runs the suite in N pytest-xdist workers (0, the default: in this process; on 2
 # cores two workers save about a tenth, docs/PERFORMANCE.md); the tests marked `alone` run after
-# the rest, one at a time
+# the rest, one at a time. make test: every test but the multi-minute rehearsals (marked
+# `rehearsal`: the soak, the multi-host run, Slurm, an offline install, supervisord's make train
+# and make up); make test-all: make test, then the rehearsals (what CI runs). Between them they run
+# every test once (tests/test_suites.py).
 TEST_WORKERS ?= 0
 
 test: install
-	$(PY) -m pytest -m "not alone" -n $(TEST_WORKERS)
-	$(PY) -m pytest -m alone
+	$(PY) -m pytest -m "not rehearsal and not alone" -n $(TEST_WORKERS)
+	$(PY) -m pytest -m "not rehearsal and alone"
+
+test-all: test
+	$(PY) -m pytest -m "rehearsal and not alone" -n $(TEST_WORKERS)
+	$(PY) -m pytest -m "rehearsal and alone"
 
 test-fast: install
 	$(PY) -m pytest -m "not slow and not alone" -n $(TEST_WORKERS)
@@ -71,16 +78,17 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 bench: install
-	$(PY) -m scripts.bench.env
-	$(PY) -m scripts.bench.pipeline
-	$(PY) -m scripts.bench.replay
-	$(PY) -m scripts.bench.learner --e2e
+	$(PY) -m scripts.dev.bench.env
+	$(PY) -m scripts.dev.bench.pipeline
+	$(PY) -m scripts.dev.bench.replay
+	$(PY) -m scripts.dev.bench.learner --e2e
 
 # ---- running (scripts/service: one place for every command line) -------------------------------
 # Settings a user may give; each becomes the variable MARIO_<NAME> that scripts/service reads,
 # which has the defaults: N = one actor per core but one (at least 1), PORT 5555 (and PORT+1),
 # the learner on the GPU if there is one. RUN and LEVELS also serve eval and report below.
-# LEVELS is a set (1-1,1-2 | world:1 | all); LEVEL=1-1 still works, as a set of one.
+# LEVELS is a set (1-1,1-2 | world:1 | all); LEVEL=1-1 still works, as a set of one. It goes to
+# the learner, which owns every run setting: actors (make actors too) take theirs from it.
 RUN ?= runs/default
 LEVEL ?= 1-1
 LEVELS ?= $(LEVEL)
@@ -136,25 +144,25 @@ report: install
 # make soak MINUTES=30: learner, 2 actors and the eval actor under supervisord (as make up), kill
 # -9 of actors and of the learner (also mid-checkpoint) on a seeded schedule, a rogue peer; PASS
 # or FAIL against docs/RELIABILITY.md's targets, summary in SOAK_RUN/soak.json (emptied first).
-# SOAK_ARGS passes more flags (python -m scripts.chaos.soak --help), e.g. --seed 1.
+# SOAK_ARGS passes more flags (python -m scripts.dev.chaos.soak --help), e.g. --seed 1.
 MINUTES ?= 30
 SOAK_RUN ?= runs/soak
 SOAK_ARGS ?=
 
 soak: install
-	$(PY) -m scripts.chaos.soak --minutes $(MINUTES) --run-dir $(SOAK_RUN) $(SOAK_ARGS)
+	$(PY) -m scripts.dev.chaos.soak --minutes $(MINUTES) --run-dir $(SOAK_RUN) $(SOAK_ARGS)
 
 # make hosts MINUTES=20: a learner host, two actor hosts and an eval host, each a network
 # namespace with its own address, started as docs/DEPLOY.md says (CURVE on, Prometheus scraping
 # every host); on a seeded schedule an actor host's link goes down, an actor host dies and is
 # replaced, the learner's link goes down, its broadcast port is blocked, the learner is killed.
 # PASS or FAIL in HOSTS_RUN/hosts.json. Needs root, iproute2, nftables and prometheus.
-# HOSTS_ARGS passes more flags (python -m scripts.chaos.hosts --help).
+# HOSTS_ARGS passes more flags (python -m scripts.dev.chaos.hosts --help).
 HOSTS_RUN ?= runs/hosts
 HOSTS_ARGS ?=
 
 hosts: install
-	$(PY) -m scripts.chaos.hosts --minutes $(MINUTES) --run-dir $(HOSTS_RUN) $(HOSTS_ARGS)
+	$(PY) -m scripts.dev.chaos.hosts --minutes $(MINUTES) --run-dir $(HOSTS_RUN) $(HOSTS_ARGS)
 
 # ---- monitoring (docs/MONITORING.md) ---------------------------------------------------------
 # Prometheus in the foreground (Ctrl-C stops it) on 127.0.0.1:9090: scrapes the learner on :9000

@@ -1,6 +1,8 @@
 """The actor's configuration: one flat dataclass; flags and TOML come from common.config.
 
-The network and the unroll length are the learner's: it sends them at registration.
+The run's settings are the learner's: it sends the network, the unroll length and the env spec
+(levels, frame skip, action set, frame size, cutoff, perturbations, reward shaping) at
+registration, and a flag for any of them here is refused naming the learner's flag.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import ClassVar
 from common import curve
 from common.config import Count, LogLevel, NonNegative, Port, Positive, PositiveInt, is_host_port
 from common.config import option as _f
-from common.env_spec import ActionSet, EnvSpec
+from common.env_spec import EnvSpec
 
 
 def _from_learner(what: str, flag: str) -> str:
@@ -19,6 +21,9 @@ def _from_learner(what: str, flag: str) -> str:
         f"the actor takes {what} from the learner at registration; "
         f"set {flag} on the learner and remove it here"
     )
+
+
+_IN_THE_LOSS = "the learner scales and clips rewards in its loss: set {flag} there, remove it here"
 
 
 @dataclass(frozen=True)
@@ -30,19 +35,6 @@ class ActorConfig:
     weights_from: str = _f("", "HOST:PORT of a weight relay on this host (empty = the learner)")
     num_envs: PositiveInt = _f(4, "envs in this process (built one after another)")
     lanes: PositiveInt = _f(2, "env groups: one steps in a thread while the policy runs another")
-    level: str = _f("1-1", "levels: 1-1 | 1-1,1-2 | world:1 | all, or a Gymnasium id")
-    spread_levels: bool = _f(False, "the schedule shares out this actor's envs, not their episodes")
-    action_set: ActionSet = _f("simple", "buttons the agent may press (as on the learner)")
-    frame_skip: int = _f(4, "NES frames per agent step")
-    frame_size: int = _f(84, "observation size in pixels, square (as on the learner)")
-    no_progress_steps: int = _f(100, "steps without progress before an episode is cut (0 = off)")
-    reward_scale: float = _f(1.0, "env-side reward scale (1 = off)")
-    reward_clip: float = _f(0.0, "env-side per-step reward clip (0 = off)")
-    flag_bonus: float = _f(0.0, "env-side bonus for reaching the flag")
-    death_penalty: float = _f(0.0, "env-side penalty for dying")
-    sticky_actions: float = _f(0.0, "each NES frame repeats the last buttons with this p (0 = off)")
-    noop_max: int = _f(0, "episodes start after 0..N agent steps without buttons (0 = off)")
-    stall_terminates: bool = _f(False, "the no-progress cutoff terminates (no bootstrap)")
     torch_threads: PositiveInt = _f(1, "torch CPU threads for inference")
     heartbeat_interval_s: Positive = _f(1.0, "seconds between heartbeats to the learner")
     learner_timeout_s: Positive = _f(5.0, "a new session after this long without word")
@@ -65,13 +57,16 @@ class ActorConfig:
         "last_action": "the network always takes the previous action now: remove it here",
         "input_norm": "the network always normalises its input now: remove it here",
         "unroll_length": _from_learner("the unroll length", "--unroll-length"),
+        **{  # every field of the env spec: --level, --frame-skip, ...
+            f.name: _from_learner("its env settings", f"--{f.name.replace('_', '-')}")
+            for f in fields(EnvSpec)
+        },
+        "reward_scale": _IN_THE_LOSS.format(flag="--loss-reward-scale"),
+        "reward_clip": _IN_THE_LOSS.format(flag="--loss-reward-clip"),
     }
 
-    def env_spec(self) -> EnvSpec:
-        return EnvSpec(**{f.name: getattr(self, f.name) for f in fields(EnvSpec)})
-
     def problems(self) -> list[str]:
-        out = list(self.env_spec().problems())
+        out = []
         if not is_host_port(self.learner, below=65535):
             out.append(f"learner must be HOST:PORT with PORT < 65535, got {self.learner!r}")
         if self.weights_from and not is_host_port(self.weights_from):

@@ -1,8 +1,8 @@
 """`python -m actor --eval`: greedy and sampled episodes with the newest weights, judged while
 training runs.
 
-The eval actor registers like any actor (it builds the network the learner's Welcome names and
-receives its weight broadcasts) but sends no chunks.
+The eval actor registers like any actor (it builds the network and the envs the learner's Welcome
+names and receives its weight broadcasts) but sends no chunks.
 Every `eval_interval_s` it plays `eval_episodes` greedy episodes (argmax actions: deterministic on
 the fixed start state, so one is enough) and then `eval_sampled_episodes` sampled ones (actions
 drawn from the policy, as the actors play, from a generator seeded by `--seed` and the actor id)
@@ -22,7 +22,6 @@ gets its own emulator, built when its first turn comes.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -44,9 +43,10 @@ from actor.evaluation import (
     seeded_generator,
     write_video,
 )
-from actor.link import link_for, load_weights, welcomed_spec
+from actor.link import check_num_actions, link_for, load_weights, welcomed_specs
 from common import wire
 from common.env import EpisodeSummary, FrameEnv, build_envs
+from common.env_spec import EnvSpec
 from common.levels import progress
 from common.metrics import EvalMetrics
 from common.model import ActorCritic
@@ -55,31 +55,26 @@ from common.rundir import atomic_write
 log = logging.getLogger("actor.eval")
 
 
+# The EvalMetrics set for every (level, policy); `progress` too where the level's length is known
+_SERIES = ("episodes", "max_x", "median_max_x", "flag_rate", "episode_return", "policy_version",
+           "best_max_x")  # fmt: skip
+
+
 class EvalRunner:
     def __init__(self, cfg: ActorConfig, metrics: EvalMetrics, instance_id: str):
         self.cfg = cfg
         self.metrics = metrics
         self.out_dir = Path(cfg.eval_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.spec = cfg.env_spec()
-        self.levels = self.spec.levels
+        self.spec: EnvSpec | None = None  # the learner's, from its Welcome
+        self._welcomed_spec: EnvSpec | None = None  # taken up between evaluations
+        self.levels: tuple[str, ...] = ()
         self.envs: dict[str, FrameEnv] = {}  # level -> its env, built at the level's first turn
-        self._env(self.levels[0])  # a build that fails does so at startup
         self.counts = {"greedy": cfg.eval_episodes, "sampled": cfg.eval_sampled_episodes}
         # (level, policy) -> its last episodes, and the best of their mean max x so far
-        self.windows = {
-            (level, name): deque(maxlen=cfg.eval_window)
-            for level in self.levels
-            for name in self.counts
-        }
-        self.best_mean_max_x = dict.fromkeys(self.windows, 0.0)
+        self.windows: dict[tuple[str, str], deque[EpisodeSummary]] = {}
+        self.best_mean_max_x: dict[tuple[str, str], float] = {}
         self.best: dict[str, tuple[int, float]] = {}  # level -> (max_x, return) of its best
-        for level, name in self.windows:
-            if self.counts[name]:  # rate() sees each played policy's series from zero
-                metrics.episodes.labels(level, name)
-            if progress(level, 0) is None:  # unknown length: no progress series, not a 0
-                with contextlib.suppress(KeyError):
-                    metrics.progress.remove(level, name)
         self.model: ActorCritic | None = None  # from the learner's Welcome
         self.policies: dict[str, Policy] = {}  # greedy and sampled play of that model
         self._pending: wire.Weights | None = None
@@ -98,10 +93,34 @@ class EvalRunner:
             )[0]  # fmt: skip
         return self.envs[level]
 
+    def _take_spec(self) -> None:
+        """The learner's env spec, taken up between evaluations: each level's series exist from
+        then on; the envs of a spec that changed are closed and built again when needed."""
+        spec = self._welcomed_spec
+        if spec is None or spec == self.spec:
+            return
+        for env in self.envs.values():
+            env.close()
+        self.envs = {}
+        self.spec, self.levels = spec, spec.levels
+        for level in self.levels:
+            for name in self.counts:
+                if (level, name) in self.windows:
+                    continue
+                self.windows[level, name] = deque(maxlen=self.cfg.eval_window)
+                self.best_mean_max_x[level, name] = 0.0
+                for series in _SERIES:  # each exists from now on (rate() sees it from zero)
+                    getattr(self.metrics, series).labels(level, name)
+                if progress(level, 0) is not None:  # no progress series for unknown lengths
+                    self.metrics.progress.labels(level, name)
+        env = self._env(self.levels[0])  # a build that fails does so before the first turn
+        check_num_actions(self.model.spec, env.num_actions)
+
     def _on_welcome(self, welcome: wire.Welcome) -> None:
         """Build the learner's network, unless it is the one already built; the episode in
-        progress finishes with the network it started with."""
-        spec = welcomed_spec(welcome, self.envs[self.levels[0]].num_actions)
+        progress finishes with the network it started with, the envs change between
+        evaluations."""
+        spec, self._welcomed_spec = welcomed_specs(welcome)
         if self.model is not None and spec == self.model.spec:
             return
         self.model = ActorCritic(spec).eval()
@@ -132,6 +151,9 @@ class EvalRunner:
             if time.monotonic() < next_eval:
                 continue
             next_eval = time.monotonic() + self.cfg.eval_interval_s
+            if not self.link.wait_for_weights(lambda: self.stopping):
+                return 0
+            self._take_spec()
             level = self.levels[turn % len(self.levels)]  # the levels in turn, one per evaluation
             turn += 1
             if not self._evaluate(level):
@@ -185,7 +207,7 @@ class EvalRunner:
         if level not in self.best or best > self.best[level]:
             self.best[level] = best
             name = f"best-{level.replace(':', '_').replace('/', '_')}"
-            fps = Fraction(NES_FPS, self.cfg.frame_skip)
+            fps = Fraction(NES_FPS, self.spec.frame_skip)
             write_video(self.out_dir / f"{name}.mp4", frames, fps)
             summary = {**episode._asdict(), "policy": policy, "policy_version": self.version}
             summary["frames"] = len(frames)

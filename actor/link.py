@@ -5,8 +5,8 @@ credits, weights on request, refusals, heartbeats in) and a SUB to its PUB on PO
 broadcasts), or to a relay on this host that forwards them (`weights_from`, actor/relay.py).
 All socket use stays on the thread that owns the `LearnerLink`.
 
-The learner answers a registration with a Welcome: the unroll length and the network to build,
-which `on_welcome` hands to the actor; only weights of that network are applied. Flow control:
+The learner answers a registration with a Welcome: the unroll length, the network and the envs
+to build, which `on_welcome` hands to the actor; only weights of that network are applied. Flow control:
 the learner grants credits; one chunk costs one credit; with no credit the actor waits in
 `wait_for_credit` instead of queueing, so at most `credits` chunks are ever in flight and none
 pile up while the learner is away. Silence for `timeout_s` (the learner heartbeats every second)
@@ -36,6 +36,7 @@ import zmq
 from actor.config import ActorConfig
 from actor.sockets import CONNECT_TIMEOUT_MS, watch_subscription
 from common import curve, wire
+from common.env_spec import EnvSpec
 from common.model import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -53,21 +54,34 @@ class FatalRefusal(RuntimeError):
     """The learner refused this actor for a reason that retrying cannot fix (e.g. a spec mismatch)."""
 
 
-def welcomed_spec(welcome: wire.Welcome, num_actions: int) -> ModelSpec:
-    """The network the learner's Welcome names; FatalRefusal if this actor cannot build it."""
+def welcomed_specs(welcome: wire.Welcome) -> tuple[ModelSpec, EnvSpec]:
+    """The network and the envs the learner's Welcome names; FatalRefusal if this actor cannot
+    build them."""
+    problems = []
     try:
         spec = ModelSpec(**welcome.model_spec)
-        problems = spec.problems()
+        problems += spec.problems()
     except TypeError as exc:  # a field or value this release's ModelSpec does not know
-        problems = [str(exc)]
-    if not problems and spec.num_actions != num_actions:
-        problems = [f"num_actions is {spec.num_actions}, this actor's action set has {num_actions}"]
+        problems.append(f"network {welcome.model_spec}: {exc}")
+    try:
+        env = EnvSpec.from_wire(welcome.env_spec)
+    except (TypeError, ValueError) as exc:
+        problems.append(f"envs {welcome.env_spec}: {exc}")
     if problems:
         raise FatalRefusal(
-            f"cannot build the learner's network {welcome.model_spec}: {'; '.join(problems)}; "
+            f"cannot build what the learner asks for: {'; '.join(problems)}; "
             "run the actor and the learner from the same release"
         )
-    return spec
+    return spec, env
+
+
+def check_num_actions(spec: ModelSpec, num_actions: int) -> None:
+    """FatalRefusal unless the learner's network has one output per action of the envs built."""
+    if spec.num_actions != num_actions:
+        raise FatalRefusal(
+            f"the learner's network has {spec.num_actions} actions, its envs {num_actions}: "
+            "set the learner's --action-set to the envs' (a Gymnasium id fixes its own)"
+        )
 
 
 class LearnerLink:
@@ -309,7 +323,6 @@ def link_for(
         run_id=cfg.run_id,
         actor_id=cfg.actor_id,
         instance_id=instance_id,
-        env_spec=cfg.env_spec().to_wire(),
         num_envs=num_envs,
     )
     return LearnerLink(

@@ -15,11 +15,12 @@ import torch
 
 from actor.config import ActorConfig
 from actor.eval_runner import EvalRunner
-from actor.link import FatalRefusal, link_for, load_weights, welcomed_spec
+from actor.link import FatalRefusal, check_num_actions, link_for, load_weights, welcomed_specs
 from actor.rollout import FinishedChunk, Lane, infer_and_act, split_lanes
 from common import chunk, wire
 from common import config as config_io
-from common.env import EnvBuildError, build_envs
+from common.env import EnvBuildError, FrameEnv, build_envs
+from common.env_spec import EnvSpec
 from common.metrics import (
     ActorMetrics,
     EvalMetrics,
@@ -39,7 +40,9 @@ def to_wire_chunk(
     seq: int,
     c: FinishedChunk,
     layout: chunk.Layout = chunk.LAYOUT,
+    level: str = EnvSpec.level,
 ) -> wire.Chunk:
+    """`level`: the level set the chunk's `level` indices index (the env spec's)."""
     episodes = tuple(  # the env's summary, its return a plain float as the wire wants
         wire.EpisodeStats(**{**e._asdict(), "episode_return": float(e.episode_return)})
         for e in c.episodes
@@ -48,7 +51,7 @@ def to_wire_chunk(
         actor_id=cfg.actor_id,
         instance_id=instance_id,
         seq=seq,
-        level=cfg.level,
+        level=level,
         policy_version=c.policy_version,
         send_time=time.time(),
         episodes=episodes,
@@ -75,8 +78,8 @@ class _Waited:
 class Actor:
     """The actor's loop: lanes of envs, CPU inference, chunk streaming with credits.
 
-    The envs are built first; the network and the unroll length, hence the lanes, come from the
-    learner's Welcome, and are rebuilt should a later registration bring others."""
+    The network, the unroll length and the envs come from the learner's Welcome: the envs and
+    lanes are built once it has come, and rebuilt should a later registration bring others."""
 
     def __init__(self, cfg: ActorConfig, metrics: ActorMetrics | None = None):
         self.cfg = cfg
@@ -84,22 +87,13 @@ class Actor:
         self.instance_id = uuid.uuid4().hex
         self.stopping = threading.Event()
         self.rng = np.random.default_rng([cfg.seed, cfg.actor_id])  # action sampling
-        self.envs = build_envs(
-            cfg.env_spec(),
-            cfg.num_envs,
-            timeout_s=cfg.build_timeout_s,
-            retries=cfg.build_retries,
-            on_built=self.metrics.env_build_seconds.observe,
-            on_failed=self.metrics.env_build_failures.inc,
-            seed=(cfg.seed, cfg.actor_id),
-            spread=cfg.spread_levels,
-        )
-        self.num_actions = self.envs[0].num_actions
-        self._show_schedule()
-        self.model: ActorCritic | None = None  # from the learner's Welcome
+        self.envs: list[FrameEnv] = []  # built for `env_spec` once no lane is stepping
+        self.env_spec: EnvSpec | None = None  # from the learner's Welcome
+        self.model: ActorCritic | None = None  # likewise
         self.unroll_length = 0  # likewise
         self.lanes: list[Lane] = []  # built for them once no lane is stepping
         self.lanes_stale = True
+        self.level_weights: dict[str, float] = {}  # the learner's newest, for envs built later
         self.seq = 0
         self.rate = RateWindow(10.0)
         self.link = link_for(
@@ -107,28 +101,54 @@ class Actor:
         )
 
     def _on_welcome(self, welcome: wire.Welcome) -> None:
-        spec = welcomed_spec(welcome, self.num_actions)
+        spec, env_spec = welcomed_specs(welcome)
+        wanted = (spec, env_spec, welcome.unroll_length)
         if self.model is not None:
-            if (spec, welcome.unroll_length) == (self.model.spec, self.unroll_length):
+            if wanted == (self.model.spec, self.env_spec, self.unroll_length):
                 return
             log.warning(
-                "the learner now asks for T = %d and %s: model and lanes rebuilt, the chunks in "
+                "the learner now asks for T = %d, %s and %s: lanes rebuilt, the chunks in "
                 "progress dropped",
                 welcome.unroll_length,
                 welcome.model_spec,
+                welcome.env_spec,
             )
         self.model = ActorCritic(spec).eval()  # only this thread runs it: safe to swap here
+        self.env_spec = env_spec
         self.unroll_length = welcome.unroll_length
         self.lanes_stale = True  # lanes may be stepping in worker threads: the loop rebuilds them
 
+    def _build_envs(self) -> None:
+        """The envs of the learner's env spec, unless they are built already; no lane steps."""
+        if self.envs and self.envs[0].spec == self.env_spec:
+            return
+        for env in self.envs:
+            env.close()
+        self.envs = []
+        cfg = self.cfg
+        self.envs = build_envs(
+            self.env_spec,
+            cfg.num_envs,
+            timeout_s=cfg.build_timeout_s,
+            retries=cfg.build_retries,
+            on_built=self.metrics.env_build_seconds.observe,
+            on_failed=self.metrics.env_build_failures.inc,
+            seed=(cfg.seed, cfg.actor_id),
+            between=lambda: self.link.poll(0),  # heartbeats: the learner must not forget us
+        )
+        self._show_schedule()
+
     def _on_weights(self, weights: wire.Weights) -> None:
         load_weights(self.model, weights)
+        self.level_weights = weights.level_weights
         for env in self.envs:  # each env's next episode is drawn with the learner's weights
             env.schedule.set_weights(weights.level_weights)
         self._show_schedule()
         self.metrics.policy_version.set(weights.policy_version)
 
     def _show_schedule(self) -> None:
+        if not self.envs:
+            return
         schedule = self.envs[0].schedule
         for level, p in zip(schedule.levels, schedule.probabilities, strict=True):
             self.metrics.level_probability.labels(level).set(p)
@@ -170,7 +190,10 @@ class Actor:
             waited.tick()
             if not ok:
                 return
-            self.link.send_chunk(to_wire_chunk(self.cfg, self.instance_id, self.seq, finished))
+            level = self.envs[0].spec.level  # the lanes' (a new Welcome's waits for new lanes)
+            self.link.send_chunk(
+                to_wire_chunk(self.cfg, self.instance_id, self.seq, finished, level=level)
+            )
             self.seq += 1
             self.metrics.chunks_sent.inc()
             self.metrics.last_chunk_time.set_to_current_time()
@@ -182,11 +205,17 @@ class Actor:
             log.info("waiting for the first weights from %s", self.cfg.learner)
             if not self.link.wait_for_weights(self.stopping.is_set):
                 return 0
+            self._build_envs()
+            num_actions = self.envs[0].num_actions
+            check_num_actions(self.model.spec, num_actions)
+            for env in self.envs:
+                env.schedule.set_weights(self.level_weights)
+            self._show_schedule()
             self.lanes = split_lanes(
                 self.envs,
                 self.cfg.lanes,
                 self.unroll_length,
-                self.num_actions,
+                num_actions,
                 self.model.spec.state_size,
             )
             self.lanes_stale = False
@@ -197,7 +226,7 @@ class Actor:
     def _play(self) -> None:
         """Until stopped or the lanes are stale: each lane steps in its own worker thread (nes-py
         releases the GIL while emulating) while the main thread runs the policy for the next."""
-        frame_skip = self.cfg.frame_skip
+        frame_skip = self.env_spec.frame_skip
         stepping: dict[int, Future[int]] = {}  # lane index -> its step in flight
         workers = len(self.lanes) if len(self.lanes) > 1 else 0
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="env-step") as pool:
@@ -227,6 +256,8 @@ class Actor:
 
     def close(self) -> None:
         self.link.close()
+        for env in self.envs:
+            env.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,8 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         format=f"%(asctime)s actor[{cfg.actor_id}] %(levelname)s %(message)s",
     )
     torch.set_num_threads(cfg.torch_threads)
-    levels = cfg.env_spec().levels  # each level's eval series exists from the start
-    metrics = EvalMetrics(levels=levels) if cfg.eval else ActorMetrics()
+    metrics = EvalMetrics() if cfg.eval else ActorMetrics()
     add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
     if cfg.metrics_port:
         try:
@@ -246,15 +276,14 @@ def main(argv: list[str] | None = None) -> int:
             log.error("%s", exc)
             return 1
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
-    try:
-        actor = EvalRunner(cfg, metrics, uuid.uuid4().hex) if cfg.eval else Actor(cfg, metrics)
-    except EnvBuildError as exc:
-        log.error("%s", exc)
-        return 1
+    actor = EvalRunner(cfg, metrics, uuid.uuid4().hex) if cfg.eval else Actor(cfg, metrics)
     signal.signal(signal.SIGTERM, actor.stop)
     signal.signal(signal.SIGINT, actor.stop)
     try:
         return actor.run()
+    except EnvBuildError as exc:
+        log.error("%s", exc)
+        return 1
     except FatalRefusal as exc:
         log.error("the learner refused this actor: %s", exc)
         return 2

@@ -8,9 +8,10 @@ stacking is not done here: a frame is produced, sent and stored once, and `commo
 stacks wherever they are needed.
 
 The game has no practical time limit, so an episode is truncated (not terminated) after
-`no_progress_steps` agent steps without a new maximum x position; with `stall_terminates` that
-cutoff is a termination instead, so a place where the agent gets stuck is worth nothing more
-to it rather than what the value function expected of it.
+`no_progress_steps` agent steps without a new maximum x position.
+
+A step's training reward is the game's plus `flag_bonus` at the flag or minus `death_penalty` at
+a death; the learner scales it in its loss (its `--loss-reward-scale`), not here.
 
 NES Mario is deterministic, so a policy could pass by replaying one memorised button sequence.
 Two perturbations from the Atari benchmarks (Machado et al. 2018) make that impossible, for
@@ -45,7 +46,7 @@ import gymnasium as gym
 import numpy as np
 
 from common.env_spec import ACTION_SETS, BUTTON_BITS, EnvSpec
-from common.levels import LevelSchedule, LevelSpread
+from common.levels import LevelSchedule
 
 log = logging.getLogger(__name__)
 
@@ -106,15 +107,13 @@ class FrameEnv:
         build_timeout_s: float = 60.0,
         on_level_failed: Callable[[], object] = lambda: None,
         build_retries: int = 2,
-        spread: LevelSpread | None = None,
-        slot: int = 0,
     ):
         """`seed` drives the draw of each episode's level from the set, the sticky actions and the
         no-op starts; `on_level_built(seconds)` is called for every emulator built after the
         first (the first, of the first episode's level, drawn here, is part of this constructor,
         which `build_envs` times), each under a `watchdog` of `build_timeout_s`, retried
         `build_retries` times after a failure (each one reported by `on_level_failed()`) before
-        EnvBuildError. `spread` and `slot`: see `LevelSchedule`."""
+        EnvBuildError."""
         problems = spec.problems()
         if problems:
             raise ValueError("invalid env spec: " + "; ".join(problems))
@@ -123,7 +122,7 @@ class FrameEnv:
         self._out = np.zeros((size, size), np.uint8)
         self._half: np.ndarray | None = None
         seeds = (seed,) if isinstance(seed, int) else tuple(seed)
-        self.schedule = LevelSchedule(spec.levels, seeds, spread, slot)
+        self.schedule = LevelSchedule(spec.levels, seeds)
         self._rng = np.random.default_rng((*seeds, 1))  # sticky actions and no-op starts
         self._held = 0  # the buttons of the last NES frame (sticky actions)
         self._games: dict[str, Any] = {}  # level -> its emulator, built when first drawn
@@ -281,13 +280,7 @@ class FrameEnv:
         shaped = reward
         if terminated:
             shaped += self.spec.flag_bonus if flag else -self.spec.death_penalty
-        if no_progress and self.spec.stall_terminates:
-            terminated = True  # a stall is the end: nothing to bootstrap from
-        else:
-            truncated = truncated or no_progress
-        shaped *= self.spec.reward_scale
-        if self.spec.reward_clip > 0:
-            shaped = max(-self.spec.reward_clip, min(self.spec.reward_clip, shaped))
+        truncated = truncated or no_progress
         episode = None
         if terminated or truncated:
             if no_progress:
@@ -349,29 +342,25 @@ def build_envs(
     on_built: Callable[[float], object] = lambda seconds: None,
     on_failed: Callable[[], object] = lambda: None,
     seed: int | tuple[int, ...] = 0,
-    spread: bool = False,
+    between: Callable[[], object] = lambda: None,
 ) -> list[FrameEnv]:
     """Build `count` envs one after another, each reset once, timed and logged; `on_built(s)` is
     called with each env's build time (and each emulator an env builds later, for a level of its
-    set it had not played), `on_failed()` at each failed attempt (for metrics). Env i draws its
-    levels with the seed (*seed, i); with `spread`, the schedule shares out the envs, not their
-    episodes (`LevelSpread`: with uniform weights and no more levels than envs, every level is
-    played at every moment).
+    set it had not played), `on_failed()` at each failed attempt (for metrics), `between()` after
+    each env, in the caller's thread (an actor keeps its link to the learner alive). Env i draws
+    its levels with the seed (*seed, i).
 
     A build that raises is retried `retries` times with exponential backoff, then EnvBuildError;
     a build (or reset) that takes longer than `timeout_s` ends the process (see `watchdog`).
     """
     envs: list[FrameEnv] = []
-    shared = LevelSpread(len(spec.levels), count) if spread else None
     for i in range(count):
         for attempt in range(retries + 1):
             start = time.perf_counter()
             try:
                 with watchdog(timeout_s, f"building env {i} ({spec.level})"):
                     seeds = (seed,) if isinstance(seed, int) else seed
-                    env = FrameEnv(
-                        spec, (*seeds, i), on_built, timeout_s, on_failed, retries, shared, i
-                    )
+                    env = FrameEnv(spec, (*seeds, i), on_built, timeout_s, on_failed, retries)
                     env.reset()
             except ValueError:
                 raise  # a bad spec does not get better by retrying
@@ -399,5 +388,6 @@ def build_envs(
             )
             on_built(seconds)
             envs.append(env)
+            between()
             break
     return envs

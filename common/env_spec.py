@@ -1,7 +1,8 @@
 """What an env is: the level set, the buttons, and how frames and rewards are made.
 
-Actor and learner must agree on it: it travels in the actor's registration, and the learner
-checks the fields it depends on (action set, frame size). `common.env` builds envs from it.
+The learner owns it (its flags of the same names) and sends it in every Welcome; the actor builds
+its envs from it (`common.env`) and has no flag for any of it. Each field's default is here and
+nowhere else.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ BUTTON_BITS = {
 
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
-    """What an env is; actor and learner must agree on it (it travels in the registration)."""
+    """What an env is; the learner's settings, sent to each actor in its Welcome."""
 
     level: str = "1-1"  # "W-S" Super Mario Bros stage, or a Gymnasium id
     action_set: ActionSet = "simple"  # Mario only
@@ -43,13 +44,10 @@ class EnvSpec:
     no_progress_steps: int = (
         100  # truncate after this many agent steps without a new max x_pos; 0 = never
     )
-    reward_scale: float = 1.0  # training reward = scale * (game reward + bonuses); 1 = off
-    reward_clip: float = 0.0  # clip the per-step training reward to ±reward_clip; 0 = off
     flag_bonus: float = 0.0  # added on reaching the flag (the game's own +50 is clamped to 15)
     death_penalty: float = 0.0  # subtracted on death (the game's own -25 is clamped to -15)
     sticky_actions: float = 0.0  # each NES frame repeats the previous frame's buttons with this p
     noop_max: int = 0  # each episode starts with 0..noop_max agent steps of no buttons
-    stall_terminates: bool = False  # the no-progress cutoff ends the episode as a termination
 
     def problems(self) -> list[str]:
         """Every invalid field, each as a sentence saying what to change."""
@@ -69,10 +67,6 @@ class EnvSpec:
             out.append(f"frame_size must be in [8, 256], got {self.frame_size}")
         if self.no_progress_steps < 0:
             out.append(f"no_progress_steps must be >= 0 (0 disables), got {self.no_progress_steps}")
-        if self.reward_scale <= 0:
-            out.append(f"reward_scale must be > 0, got {self.reward_scale}")
-        if self.reward_clip < 0:
-            out.append(f"reward_clip must be >= 0 (0 disables), got {self.reward_clip}")
         if not 0 <= self.sticky_actions < 1:
             out.append(f"sticky_actions must be in [0, 1) (0 = off), got {self.sticky_actions}")
         if not 0 <= self.noop_max <= 1000:
@@ -93,3 +87,15 @@ class EnvSpec:
 
     def to_wire(self) -> dict[str, str | int | float | bool]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_wire(cls, fields: dict) -> EnvSpec:
+        """The spec a Welcome carries; ValueError naming every unknown field or invalid value."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(fields) - names)
+        if unknown:
+            raise ValueError(f"unknown env spec fields {unknown}")
+        spec = cls(**fields)
+        if problems := spec.problems():
+            raise ValueError("; ".join(problems))
+        return spec

@@ -7,12 +7,11 @@ stage ("tests.fakes:Corridor-v0") is a Gymnasium id and must stand alone: a set 
 
 Each env draws the level of its next episode from the set with its own random generator, so a
 run's draws are reproducible from its seed, and with the weights the learner last sent
-(`LevelSchedule.set_weights`; uniform until then). An actor's envs may share one `LevelSpread`,
-which makes the weights divide the envs rather than each env's episodes. The policy is never told
-which level it plays.
+(`LevelSchedule.set_weights`; uniform until then). The policy is never told which level it
+plays.
 
 A level's length is the x position of its flag (or, in a castle, its axe), measured from the game
-by `scripts.analysis.level_lengths` and kept in common/level_lengths.json with the command that
+by `scripts.dev.analysis.level_lengths` and kept in common/level_lengths.json with the command that
 measured it. `progress` turns an episode's max x into a share of its level, so that levels of
 different lengths can be averaged and compared.
 """
@@ -21,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -106,54 +104,16 @@ def unmeasured(levels: tuple[str, ...]) -> list[str]:
     return [lv for lv in levels if is_stage(lv) and lv not in level_lengths()]
 
 
-class LevelSpread:
-    """The levels that a group of `num_envs` envs (one actor's) play now, so that the group's
-    envs, not just its episodes, are shared out by the schedule's weights: an env's next level is
-    drawn in proportion to how far each level is below its share of the group,
-    max(num_envs * p - played_by_the_others, 0). Uniform weights with no more levels than envs
-    give every level its share at every moment (each env keeps one level while the group's size
-    is a multiple of the set's), so every batch of the group's chunks holds every level about
-    equally by steps; with more levels than envs each env plays a level no other plays, drawn
-    by the weights. Shared by the group's envs, which draw from their own threads; a group's
-    draws then repeat with its seeds only as far as its envs' episodes end in the same order."""
-
-    def __init__(self, num_levels: int, num_envs: int):
-        self._num_levels = num_levels
-        self._num_envs = num_envs
-        self._playing: dict[int, int] = {}  # env slot -> the index of the level it plays
-        self._lock = threading.Lock()
-
-    def draw(self, slot: int, p: np.ndarray, rng: np.random.Generator) -> int:
-        """The index of env `slot`'s next level, given the schedule's probabilities p [L]."""
-        with self._lock:
-            self._playing.pop(slot, None)
-            others = np.bincount(list(self._playing.values()), minlength=self._num_levels)
-            below = np.maximum(self._num_envs * p - others, 0.0)  # [L]; sums to >= 1
-            i = int(rng.choice(self._num_levels, p=below / below.sum()))
-            self._playing[slot] = i
-            return i
-
-
 class LevelSchedule:
     """Draws each episode's level from the set: uniformly until `set_weights` gives the
-    learner's weights. Levels the weights leave out get the mean weight of those they name.
-    With a `spread` (shared by an actor's envs, this one in `slot`), the weights share out the
-    envs rather than each env's episodes (`LevelSpread`)."""
+    learner's weights. Levels the weights leave out get the mean weight of those they name."""
 
-    def __init__(
-        self,
-        levels: tuple[str, ...],
-        seed: int | tuple[int, ...],
-        spread: LevelSpread | None = None,
-        slot: int = 0,
-    ):
+    def __init__(self, levels: tuple[str, ...], seed: int | tuple[int, ...]):
         if not levels:
             raise LevelSetError("a schedule needs at least one level")
         self.levels = levels
         self._rng = np.random.default_rng(seed)
         self._p: np.ndarray | None = None  # [L] probabilities; None = uniform
-        self._spread = spread
-        self._slot = slot
 
     def set_weights(self, weights: Mapping[str, float]) -> None:
         """Take the learner's per-level weights (any non-negative scale; {} = uniform)."""
@@ -173,8 +133,6 @@ class LevelSchedule:
     def next_level(self) -> str:
         if len(self.levels) == 1:
             return self.levels[0]
-        if self._spread is not None:
-            return self.levels[self._spread.draw(self._slot, self.probabilities, self._rng)]
         p = self._p
         if p is None:
             return self.levels[int(self._rng.integers(len(self.levels)))]

@@ -11,7 +11,19 @@ tests can build several in one process, and serves it with `serve(registry, host
 
 Each class declares its metrics as a table, one row per metric: the attribute it is reached by
 (named without the `mario_` prefix and the `_total` suffix: `updates` is
-`mario_learner_updates_total`), its prometheus_client class, name, help, labels and buckets.
+`mario_learner_updates_total`), its prometheus_client class, name, help, labels and buckets, and
+the learner's other outputs it reaches, read from this table by their writers:
+
+- `row`: its key in RUN/metrics.jsonl (learner/telemetry.py); a gauge labelled by level sits in
+  the row's {"levels": {level: {key: value}}}, one of another label maps each value it writes to
+  a key ({"total": "total_loss"});
+- `tag`: its TensorBoard scalar (learner/tensorboard.py), "{label}" filled in per value;
+- `status`: its field of the one-line status (common/status.py), in table order: a format of its
+  value now, or for a histogram of its mean over the status window.
+
+Only gauges reach metrics.jsonl and TensorBoard: a row holds the numbers of one moment, which
+the train loop sets with `LearnerMetrics.record` (a figure it has not got is None there: null in
+the row, left out of TensorBoard, its gauge left as it was).
 
 Conventions: every name starts with `mario_`; values are in base units (`_seconds`, `_bytes`);
 ratios are 0-1; counters end in `_total` (prometheus_client appends it, so a Counter is declared
@@ -31,7 +43,7 @@ import itertools
 import platform
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from threading import Thread
 from typing import NamedTuple
@@ -80,6 +92,24 @@ class _M(NamedTuple):
     help: str
     labels: tuple[str, ...] = ()  # each one a key of LABEL_VALUES, or "level"
     buckets: tuple[float, ...] = ()  # histograms only
+    row: str | Mapping[str, str] = ""  # metrics.jsonl key; {label value: key} for a label
+    tag: str = ""  # TensorBoard tag, "{label}" filled in per value
+    status: str = ""  # status-line field: a format of the value, e.g. "actors {:.0f}"
+
+
+# A figure of the train loop's record: a gauge's value, or {label value: value} for a gauge of
+# one label; None: no figure (none yet, or not this time).
+Figure = float | None | Mapping[str, float | None]
+
+
+def _check_outputs(table: tuple[_M, ...]) -> tuple[_M, ...]:
+    """`table`, once its rows' outputs are ones the writers can write."""
+    for m in table:
+        if (m.row or m.tag) and (m.kind is not Gauge or len(m.labels) > 1):
+            raise TypeError(f"{m.name}: only a gauge of at most one label has a row or a tag")
+        if isinstance(m.row, Mapping) and m.labels in ((), ("level",)):
+            raise TypeError(f"{m.name}: a row of keys per label value needs a label not level")
+    return table
 
 
 class _Metrics:
@@ -90,7 +120,7 @@ class _Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None, *, levels: Iterable[str] = ()):
         self.registry = CollectorRegistry() if registry is None else registry
-        known = {**LABEL_VALUES, "level": tuple(levels)}
+        self.known = known = {**LABEL_VALUES, "level": tuple(levels)}
         for m in self.TABLE:
             extra = {"buckets": m.buckets} if m.buckets else {}
             metric = m.kind(m.name, m.help, m.labels, registry=self.registry, **extra)
@@ -104,19 +134,20 @@ class LearnerMetrics(_Metrics):
     """The learner's metrics."""
 
     # fmt: off
-    TABLE = (
+    TABLE = _check_outputs((
         # --- throughput ---
         # Counters count this process's work from 0; the run's totals, resumed from the checkpoint,
-        # are the gauges mario_policy_version (updates) and mario_learner_run_env_frames.
-        _M("updates", Counter, "mario_learner_updates", "Optimizer updates by this process (the run's: policy version)."),
+        # are the gauges mario_policy_version (updates) and mario_learner_run_*.
+        _M("agent_steps_per_second", Gauge, "mario_learner_agent_steps_per_second", "Fresh agent steps used per second, recently.", row="agent_steps_per_s", tag="throughput/agent_steps_per_s", status="{:7.0f} steps/s"),
+        _M("updates", Counter, "mario_learner_updates", "Optimizer updates by this process (the run's: policy version).", status="updates {:7.0f}"),
         _M("env_frames", Counter, "mario_learner_env_frames", "NES frames of the fresh agent steps this process consumed."),
-        _M("run_env_frames", Gauge, "mario_learner_run_env_frames", "NES frames of fresh agent steps consumed over the whole run (resumed with it)."),
+        _M("run_env_frames", Gauge, "mario_learner_run_env_frames", "NES frames of fresh agent steps consumed over the whole run (resumed with it).", row="env_frames"),
+        _M("run_agent_steps", Gauge, "mario_learner_run_agent_steps", "Fresh agent steps consumed over the whole run (resumed with it).", row="agent_steps"),
         _M("train_frames", Gauge, "mario_learner_train_frames", "The run's planned length in env frames, where the learner stops (--train-frames; 0 = until stopped)."),
         _M("agent_steps", Counter, "mario_learner_agent_steps", "Fresh agent steps used."),
         _M("samples", Counter, "mario_learner_samples", "Agent steps trained on, by source.", ("source",)),
-        _M("agent_steps_per_second", Gauge, "mario_learner_agent_steps_per_second", "Fresh agent steps used per second, recently."),
         _M("samples_per_second", Gauge, "mario_learner_samples_per_second", "Agent steps trained on per second.", ("source",)),
-        _M("policy_version", Gauge, "mario_policy_version", "Learner's policy version."),
+        _M("policy_version", Gauge, "mario_policy_version", "Learner's policy version.", row="updates", status="policy v{:.0f}"),
         _M("policy_lag", Histogram, "mario_policy_lag_updates", "Learner policy version minus a chunk's behaviour policy version, at consumption.", buckets=LAG_BUCKETS),
         # --- ingest and broadcast ---
         _M("chunks", Counter, "mario_learner_chunks", "Chunks received.", ("result",)),
@@ -125,7 +156,7 @@ class LearnerMetrics(_Metrics):
         _M("ingest_queue_capacity", Gauge, "mario_learner_ingest_queue_capacity", "Chunks the ingest queue holds."),
         _M("ingest_bytes", Counter, "mario_learner_ingest_bytes", "Chunk payload bytes received."),
         _M("chunk_latency", Histogram, "mario_chunk_latency_seconds", "Time from an actor sending a chunk to the learner consuming it.", buckets=LATENCY_BUCKETS),
-        _M("actors_connected", Gauge, "mario_actors_connected", "Actors heard recently."),
+        _M("actors_connected", Gauge, "mario_actors_connected", "Actors heard recently.", status="actors {:.0f}"),
         _M("credits_outstanding", Gauge, "mario_learner_credits_outstanding", "Send credits granted to the actors heard recently and not yet spent: the most chunks that can be in flight."),
         _M("weights_broadcast_bytes", Counter, "mario_weights_broadcast_bytes", "Bytes of policy weights sent."),
         _M("weights_broadcasts", Counter, "mario_weights_broadcasts", "Policy weight messages sent."),
@@ -135,30 +166,38 @@ class LearnerMetrics(_Metrics):
         _M("wait_seconds", Counter, "mario_learner_wait_seconds", "Train loop time spent waiting for data."),
         _M("batch_chunks", Histogram, "mario_learner_batch_chunks", "Chunks per update.", buckets=BATCH_CHUNK_BUCKETS),
         _M("compute_seconds", Counter, "mario_learner_compute_seconds", "Train loop time spent computing."),
-        _M("loss", Gauge, "mario_learner_loss", "Last update's loss, by term.", ("term",)),
-        _M("grad_norm", Gauge, "mario_learner_grad_norm", "Last update's gradient norm, before clipping."),
-        _M("entropy", Gauge, "mario_learner_entropy", "Last update's mean entropy (nats)."),
+        _M("loss", Gauge, "mario_learner_loss", "Last update's loss, by term.", ("term",), row={"total": "total_loss", "policy": "pg_loss", "baseline": "baseline_loss"}, tag="loss/{term}"),
+        _M("grad_norm", Gauge, "mario_learner_grad_norm", "Last update's gradient norm, before clipping.", row="grad_norm"),
+        _M("entropy", Gauge, "mario_learner_entropy", "Last update's mean entropy (nats).", row="entropy", tag="policy/entropy"),
         _M("sgd_steps", Counter, "mario_learner_sgd_steps", "Optimizer steps (epochs x minibatches per update)."),
-        _M("epochs", Gauge, "mario_learner_epochs", "Passes over each batch in the last update (adapts to the data rate when enabled)."),
-        _M("clip_fraction", Gauge, "mario_learner_clip_fraction", "Last update's share of steps whose PPO surrogate was clipped (0 when off)."),
-        _M("learning_rate", Gauge, "mario_learner_learning_rate", "The optimizer's learning rate in the last update (falls when --lr-anneal-frames is set)."),
-        _M("value_scale", Gauge, "mario_learner_value_scale", "PopArt's running sigma of the value targets (1 when PopArt is off)."),
+        _M("run_sgd_steps", Gauge, "mario_learner_run_sgd_steps", "Optimizer steps over the whole run (resumed with it).", row="sgd_steps"),
+        _M("epochs", Gauge, "mario_learner_epochs", "Passes over each batch in the last update (adapts to the data rate when enabled).", row="epochs"),
+        _M("clip_fraction", Gauge, "mario_learner_clip_fraction", "Last update's share of steps whose PPO surrogate was clipped (0 when off).", row="clip_fraction"),
+        _M("learning_rate", Gauge, "mario_learner_learning_rate", "The optimizer's learning rate in the last update (falls when --lr-anneal-frames is set).", row="learning_rate", tag="optimizer/learning_rate"),
+        _M("value_scale", Gauge, "mario_learner_value_scale", "PopArt's running sigma of the value targets.", row="value_scale"),
         # --- episodes, as reported by the actors ---
-        _M("episode_return", Histogram, "mario_episode_return", "Game return (unshaped).", ("level",), RETURN_BUCKETS),
-        _M("episode_max_x", Histogram, "mario_episode_max_x", "Largest x position reached.", ("level",), MAX_X_BUCKETS),
+        _M("episode_return", Histogram, "mario_episode_return", "Game return (unshaped).", ("level",), RETURN_BUCKETS, status="return {:7.1f}"),
+        _M("episode_max_x", Histogram, "mario_episode_max_x", "Largest x position reached.", ("level",), MAX_X_BUCKETS, status="max x {:7.1f}"),
         _M("episode_length", Histogram, "mario_episode_length_steps", "Episode agent steps.", ("level",), LENGTH_BUCKETS),
         _M("episodes", Counter, "mario_episodes", "Finished episodes, by level and outcome.", ("level", "outcome")),
         _M("episode_progress", Histogram, "mario_episode_progress", "Max x as a share of the level's length (1 at the flag); levels of known length only.", ("level",), PROGRESS_BUCKETS),
-        # --- levels: the newest --level-window training episodes of each, and the schedule ---
-        _M("level_progress", Gauge, "mario_level_progress", "Mean progress of the level's newest training episodes (0-1).", ("level",)),
-        _M("level_flag_rate", Gauge, "mario_level_flag_rate", "Flag rate of the level's newest training episodes.", ("level",)),
-        _M("level_weight", Gauge, "mario_level_schedule_weight", "The probability with which actors draw the level for an episode (its share of each actor's envs with --spread-levels).", ("level",)),
-        _M("level_advantage_std", Gauge, "mario_level_advantage_std", "Std of the level's advantages in the last update, before their normalisation (scaled reward units).", ("level",)),
-        _M("level_entropy", Gauge, "mario_level_policy_entropy", "The policy's mean entropy on the level's steps in the last update (nats; ln of the actions at uniform).", ("level",)),
+        # the newest 200 training episodes, all levels together (0 before the first)
+        _M("recent_return", Gauge, "mario_recent_episodes_return", "Mean game return of the newest training episodes.", row="mean_return", tag="episodes/mean_return"),
+        _M("recent_max_x", Gauge, "mario_recent_episodes_max_x", "Mean max x of the newest training episodes.", row="mean_max_x", tag="episodes/mean_max_x"),
+        _M("recent_flag_rate", Gauge, "mario_recent_episodes_flag_rate", "Flag rate of the newest training episodes.", row="flag_rate", tag="episodes/flag_rate"),
+        # --- levels: the newest 50 training episodes of each (learner/levels.py WINDOW), and the draw ---
+        _M("level_progress", Gauge, "mario_level_progress", "Mean progress of the level's newest training episodes (0-1).", ("level",), row="progress", tag="level/{level}/progress"),
+        _M("level_flag_rate", Gauge, "mario_level_flag_rate", "Flag rate of the level's newest training episodes.", ("level",), row="flag_rate", tag="level/{level}/flag_rate"),
+        _M("level_weight", Gauge, "mario_level_schedule_weight", "The probability with which actors draw the level for an episode (1 / levels: they draw uniformly).", ("level",), row="weight", tag="level/{level}/weight"),
+        _M("level_advantage_std", Gauge, "mario_level_advantage_std", "Std of the level's advantages in the last update, before their normalisation (scaled reward units).", ("level",), row="advantage_std", tag="level/{level}/advantage_std"),
+        _M("level_entropy", Gauge, "mario_level_policy_entropy", "The policy's mean entropy on the level's steps in the last update (nats; ln of the actions at uniform).", ("level",), row="entropy", tag="level/{level}/entropy"),
+        # the mean over the set, each level with a figure alike (0 before the first)
+        _M("levels_progress", Gauge, "mario_levels_mean_progress", "Mean over the run's levels of their newest training episodes' progress.", tag="levels/mean_progress"),
+        _M("levels_flag_rate", Gauge, "mario_levels_mean_flag_rate", "Mean over the run's levels of their newest training episodes' flag rate.", tag="levels/mean_flag_rate"),
         # --- replay ---
-        _M("replay_size", Gauge, "mario_replay_size_sequences", "Sequences in replay."),
+        _M("replay_size", Gauge, "mario_replay_size_sequences", "Sequences in replay.", row="replay_size"),
         _M("replay_capacity", Gauge, "mario_replay_capacity_sequences", "Sequences replay can hold."),
-        _M("replay_sample_insert_ratio", Gauge, "mario_replay_sample_insert_ratio", "Sequences sampled per sequence inserted."),
+        _M("replay_sample_insert_ratio", Gauge, "mario_replay_sample_insert_ratio", "Sequences sampled per sequence inserted.", row="replay_sample_insert_ratio"),
         # Not `quantile`: Prometheus reserves that label for summaries (promtool rejects it).
         _M("replay_priority", Gauge, "mario_replay_priority", "Replay priority distribution (p50|p90|p99|max).", ("stat",)),
         _M("replay_sample_seconds", Histogram, "mario_replay_sample_seconds", "Duration of one replay sample.", buckets=REPLAY_SAMPLE_BUCKETS),
@@ -168,7 +207,7 @@ class LearnerMetrics(_Metrics):
         _M("last_checkpoint_timestamp", Gauge, "mario_learner_last_checkpoint_timestamp_seconds", "Unix time of the last checkpoint."),
         _M("start_time", Gauge, "mario_learner_start_time_seconds", "Unix time the learner started serving (sockets bound, checkpoint loaded)."),
         _M("build_info", Info, "mario_build", "Version, device and CPU architecture."),
-    )
+    ))
     # fmt: on
 
     def __init__(self, registry: CollectorRegistry | None = None, *, levels: Iterable[str] = ()):
@@ -183,6 +222,34 @@ class LearnerMetrics(_Metrics):
         except importlib.metadata.PackageNotFoundError:
             version = "unknown"
         self.build_info.info({"version": version, "device": device, "arch": platform.machine()})
+
+    def record(self, figures: Mapping[str, Figure]) -> dict[str, Figure]:
+        """Set the gauges of `figures` ({attr: figure}) and return the numbers of a metrics.jsonl
+        row and its TensorBoard scalars: every gauge that names a row key or a tag, by attr, as
+        `figures` gives it (None kept) or else as it stands."""
+        table = {m.attr: m for m in self.TABLE}
+        for attr, figure in figures.items():
+            if table[attr].kind is not Gauge:  # KeyError: not declared
+                raise TypeError(f"{attr} is not a gauge: only gauges are recorded")
+            gauge = getattr(self, attr)
+            values = figure.items() if isinstance(figure, Mapping) else [((), figure)]
+            for label, value in values:
+                if value is not None:  # no figure: the gauge keeps its last
+                    (gauge.labels(label) if label else gauge).set(value)
+        out: dict[str, Figure] = {}
+        for m in self.TABLE:
+            if not (m.row or m.tag):
+                continue
+            if not m.labels:
+                out[m.attr] = figures.get(m.attr, self.registry.get_sample_value(m.name))
+                continue
+            label = m.labels[0]
+            given = figures.get(m.attr) or {}
+            out[m.attr] = {
+                v: given[v] if v in given else self.registry.get_sample_value(m.name, {label: v})
+                for v in dict.fromkeys([*self.known[label], *given])
+            }
+        return out
 
     def reject(self, reason: str) -> None:
         """Count a dropped message; a reason outside REJECT_REASONS counts as "other"."""
@@ -207,6 +274,18 @@ class LearnerMetrics(_Metrics):
         self.episodes.labels(level, _outcome(outcome)).inc()
 
 
+# GPU telemetry, read from NVML at each scrape by learner/gpu.py's collector, which adds it to the
+# learner's registry on a GPU; `gpu` is the NVML index.
+# fmt: off
+GPU_TABLE = (
+    _M("gpu_utilization", Gauge, "mario_gpu_utilization_ratio", "Share of the last NVML sample period during which a kernel ran on the GPU (0-1).", ("gpu",)),
+    _M("gpu_memory_used", Gauge, "mario_gpu_memory_used_bytes", "GPU memory in use, by any process.", ("gpu",)),
+    _M("gpu_memory_total", Gauge, "mario_gpu_memory_total_bytes", "GPU memory installed.", ("gpu",)),
+    _M("gpu_power", Gauge, "mario_gpu_power_watts", "GPU board power draw.", ("gpu",)),
+)
+# fmt: on
+
+
 class ActorMetrics(_Metrics):
     """One actor process's metrics."""
 
@@ -222,7 +301,7 @@ class ActorMetrics(_Metrics):
         _M("flow_control_wait_seconds", Counter, "mario_actor_flow_control_wait_seconds", "Time blocked waiting for a send credit."),
         _M("policy_version", Gauge, "mario_actor_policy_version", "Acting policy version."),
         _M("episodes", Counter, "mario_actor_episodes", "Finished episodes.", ("level", "outcome")),
-        _M("level_probability", Gauge, "mario_actor_level_probability", "Probability with which this actor's envs draw the level of an episode (the learner's schedule; its share of the envs with --spread-levels).", ("level",)),
+        _M("level_probability", Gauge, "mario_actor_level_probability", "Probability with which this actor's envs draw the level of an episode (1 / levels: uniform).", ("level",)),
         _M("chunks_sent", Counter, "mario_actor_chunks_sent", "Chunks sent."),
         _M("reconnects", Counter, "mario_actor_reconnects", "New sessions with the learner: after a silence, or a learner that forgot this actor."),
         _M("credits", Gauge, "mario_actor_credits", "Send credits in hand."),

@@ -3,19 +3,25 @@
 The learner prints it from its own registry and `make train` from the learner's /metrics page
 (plus each actor's credit wait, `actor_samples`), so both show exactly the numbers Prometheus
 and Grafana see. Samples are flattened to {"name" or "name{k=v,...}": value}, labels sorted.
-The line ends with the Grafana dashboard's Bottleneck verdict over the same window (`verdict`).
+It opens with the fields the learner's metrics declare (common/metrics.py's `status`), then
+the window's episode figures and ends with the Grafana dashboard's Bottleneck verdict over the
+same window (`verdict`).
 """
 
 from __future__ import annotations
 
+import re
 import time
 import urllib.request
 from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from prometheus_client import Counter, Histogram
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+
+from common.metrics import LearnerMetrics
 
 
 def flatten(families: Iterable[Metric]) -> dict[str, float]:
@@ -191,30 +197,49 @@ def planned(now: dict[str, float]) -> str:
     return f"frames {done / 1e6:.2f}M of {goal / 1e6:.2f}M | "
 
 
+def declared_fields(now: dict[str, float], before: dict[str, float]) -> list[str]:
+    """The fields of the learner's metrics that declare one, in their table's order: a gauge's or
+    counter's value in `now` (summed over its labels), a histogram's mean over what it observed
+    between `before` and `now` ("-" when nothing)."""
+    out = []
+    for m in LearnerMetrics.TABLE:
+        if not m.status:
+            continue
+        value: float | None
+        if m.kind is Histogram:
+            count = _sum(now, m.name + "_count") - _sum(before, m.name + "_count")
+            total = _sum(now, m.name + "_sum") - _sum(before, m.name + "_sum")
+            value = total / count if count > 0 else None
+        else:
+            value = _sum(now, m.name + ("_total" if m.kind is Counter else ""))
+        out.append(_field(m.status, value))
+    return out
+
+
+def _field(template: str, value: float | None) -> str:
+    """`template` ("max x {:7.1f}") of `value`; None as "-" as wide as the number would be."""
+    if value is not None:
+        return template.format(value)
+    spec = re.search(r"\{:?(\d*)[^}]*\}", template)
+    assert spec is not None, template
+    dash = "-".rjust(int(spec.group(1) or 0))
+    return template[: spec.start()] + dash + template[spec.end() :]
+
+
 def status_line(now: dict[str, float], before: dict[str, float], window_s: float) -> str:
-    """Steps/s, updates, policy version, actors, and the mean return, mean max x and flag rate
-    of the episodes that ended between the samples `before` and `now`, taken `window_s` seconds
-    apart, with their progress per level (`level_summary`); then the GPU's utilisation (on a GPU),
-    a planned run's frames so far and the bottleneck verdict of that window."""
+    """The declared fields (`declared_fields`: steps/s, updates, policy version, actors, and the
+    mean return and mean max x of the episodes that ended between the samples `before` and
+    `now`, taken `window_s` seconds apart); then those episodes' flag rate and progress per level
+    (`level_summary`), the GPU's utilisation (on a GPU), a planned run's frames so far and the
+    bottleneck verdict of that window."""
     episodes = _sum(now, "mario_episode_return_count") - _sum(before, "mario_episode_return_count")
-
-    def delta_mean(name: str) -> str:
-        total = _sum(now, name + "_sum") - _sum(before, name + "_sum")
-        return f"{total / episodes:7.1f}" if episodes > 0 else "      -"
-
     flags = _sum(now, "mario_episodes_total", "outcome=flag")
     flags -= _sum(before, "mario_episodes_total", "outcome=flag")
     flag_rate = f"{flags / episodes:6.1%}" if episodes > 0 else "     -"
     gpu = gpu_utilization(now)
 
     return (
-        f"{now.get('mario_learner_agent_steps_per_second', 0):7.0f} steps/s | "
-        f"updates {now.get('mario_learner_updates_total', 0):7.0f} | "
-        f"policy v{now.get('mario_policy_version', 0):.0f} | "
-        f"actors {now.get('mario_actors_connected', 0):.0f} | "
-        f"return {delta_mean('mario_episode_return')} | "
-        f"max x {delta_mean('mario_episode_max_x')} | "
-        f"flags {flag_rate} | "
+        "".join(f"{field} | " for field in declared_fields(now, before)) + f"flags {flag_rate} | "
         f"{level_summary(level_figures(now, before))} | "
         f"{episodes:.0f} episodes in {window_s:.0f} s | "
         + (f"gpu {gpu:4.0%} | " if gpu is not None else "")

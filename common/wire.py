@@ -65,8 +65,9 @@ __all__ = [
 # 2: chunks carry last_actions; 3: the learner's Welcome carries the network and unroll length,
 # chunks carry dense truncation finals (final_t); 4: weights carry the level schedule's weights;
 # 5: chunks carry the recurrent core's state at step 0 (core_state); 6: chunks carry each step's
-# level (its index in the run's level set)
-PROTOCOL_VERSION = 6
+# level (its index in the run's level set); 7: the Welcome carries the env spec, the registration
+# none (the learner owns every setting)
+PROTOCOL_VERSION = 7
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
 
@@ -86,14 +87,12 @@ class Register:
     run_id: str
     actor_id: int  # >= 0
     instance_id: str  # random per actor process start: tells a restarted actor apart
-    env_spec: dict[str, str | int | float | bool]  # flat
     num_envs: int  # K >= 1
 
     def __post_init__(self) -> None:
         check_str("register.run_id", self.run_id, nonempty=True)
         check_int("register.actor_id", self.actor_id)
         check_str("register.instance_id", self.instance_id, nonempty=True)
-        check_spec("register.env_spec", self.env_spec)
         check_int("register.num_envs", self.num_envs, lo=1)
 
 
@@ -106,12 +105,14 @@ class Welcome:
     policy_version: int  # >= 0, the learner's current version
     unroll_length: int  # T >= 1, steps per chunk
     model_spec: dict[str, str | int | float | bool]  # flat: the network (common.model.ModelSpec)
+    env_spec: dict[str, str | int | float | bool]  # flat: the envs (common.env_spec.EnvSpec)
 
     def __post_init__(self) -> None:
         check_int("welcome.credits", self.credits)
         check_int("welcome.policy_version", self.policy_version)
         check_int("welcome.unroll_length", self.unroll_length, lo=1)
         check_spec("welcome.model_spec", self.model_spec)
+        check_spec("welcome.env_spec", self.env_spec)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,7 +222,7 @@ class Chunk:
     actor_id: int
     instance_id: str
     seq: int  # per-actor counter, >= 0
-    level: str
+    level: str  # the level set its `level` indices index (the Welcome's env spec's)
     policy_version: int  # version of the behaviour policy
     send_time: float  # actor's time.time() at send, seconds
     episodes: tuple[EpisodeStats, ...]

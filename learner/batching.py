@@ -27,15 +27,10 @@ class HostChunk(NamedTuple):
     payload_bytes: int
 
 
-def to_host(
-    c: wire.Chunk, frame_skip: int, pin: bool, level_table: np.ndarray | None = None
-) -> HostChunk:
-    """The chunk's arrays as (pinned) host tensors; with `level_table` [L] uint8, its `level`
-    indices are mapped through it (an actor's set -> the learner's; learner.levels)."""
+def to_host(c: wire.Chunk, frame_skip: int, pin: bool) -> HostChunk:
+    """The chunk's arrays as (pinned) host tensors."""
     arrays = {}
     for name, a in c.arrays.items():
-        if name == "level" and level_table is not None:
-            a = level_table[a]  # a new array
         t = torch.from_numpy(np.array(a))  # copy: decoded arrays are read-only views of zmq frames
         arrays[name] = t.pin_memory() if pin else t
     env_frames = c.unroll_length * c.num_envs * frame_skip

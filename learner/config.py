@@ -21,8 +21,8 @@ from common.config import (
     UnitInterval,
 )
 from common.config import option as _f
-from common.env_spec import ACTION_SETS, ActionSet
-from common.levels import LevelSetError, parse_levels
+from common.env_spec import ACTION_SETS, ActionSet, EnvSpec
+from common.levels import parse_levels
 from common.model import Arch, Core, ModelSpec
 from learner import tensorboard
 from learner.batch_size import BatchSize
@@ -41,9 +41,24 @@ class LearnerConfig:
     insecure: bool = _f(False, "allow a non-loopback --host without CURVE (anyone connects)")
     metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
     metrics_port: Port = _f(9000, "port of the /metrics HTTP server (0 = off)")
-    level: str = _f("1-1", "the run's levels, as the actors': 1-1 | 1-1,1-2 | world:1 | all")
-    action_set: ActionSet = _f("simple", "the actors' action set (fixes the number of actions)")
-    frame_size: PositiveInt = _f(84, "observation size in pixels (square)")
+    # ---- the env spec, sent to every actor in its Welcome (common/env_spec.py has the defaults)
+    level: str = _f(EnvSpec.level, "the run's levels: 1-1 | 1-1,1-2 | world:1 | all | a Gym id")
+    action_set: ActionSet = _f(EnvSpec.action_set, "buttons the agent may press (its actions)")
+    frame_size: PositiveInt = _f(EnvSpec.frame_size, "observation size in pixels (square)")
+    frame_skip: PositiveInt = _f(EnvSpec.frame_skip, "NES frames per agent step")
+    no_progress_steps: Count = _f(
+        EnvSpec.no_progress_steps,
+        "agent steps without a new max x before an episode is cut (0 = off)",
+    )
+    flag_bonus: float = _f(EnvSpec.flag_bonus, "training reward added on reaching the flag")
+    death_penalty: float = _f(EnvSpec.death_penalty, "training reward taken away on a death")
+    sticky_actions: Annotated[float, Ge(0), Lt(1)] = _f(
+        EnvSpec.sticky_actions, "each NES frame repeats the last buttons with this p (0 = off)"
+    )
+    noop_max: Annotated[int, Ge(0), Le(1000)] = _f(
+        EnvSpec.noop_max, "episodes start after 0..N agent steps without buttons (0 = off)"
+    )
+    # ---- the network, likewise sent in the Welcome
     arch: Arch = _f("small", "network, sent to the actors at registration")
     core: Core = _f("none", "recurrent core between trunk and heads: none | lstm | gru")
     core_size: PositiveInt = _f(256, "units of the recurrent core")
@@ -57,8 +72,8 @@ class LearnerConfig:
     lr_anneal_frames: Count = _f(0, "anneal the rate linearly over this many env frames (0 = off)")
     lr_final_fraction: UnitInterval = _f(0.0, "annealed: the end rate's share of the start's")
     discount: UnitInterval = _f(0.9, "discount factor gamma")
-    reward_scale: Positive = _f(0.1, "rewards are multiplied by this before clipping")
-    reward_clip: NonNegative = _f(0.0, "clip scaled rewards to +-this (0 = off)")
+    loss_reward_scale: Positive = _f(0.1, "the loss multiplies each step's reward by this ...")
+    loss_reward_clip: NonNegative = _f(0.0, "... then clips it to +-this (0 = off)")
     baseline_cost: NonNegative = _f(0.5, "weight of the value loss")
     entropy_cost: NonNegative = _f(0.01, "weight of the entropy bonus")
     max_grad_norm: Positive = _f(40.0, "clip the global gradient norm to this")
@@ -87,6 +102,10 @@ class LearnerConfig:
     def num_actions(self) -> int:
         return len(ACTION_SETS[self.action_set])
 
+    def env_spec(self) -> EnvSpec:
+        """The envs every actor builds, as its Welcome tells it."""
+        return EnvSpec(**{f.name: getattr(self, f.name) for f in fields(EnvSpec)})
+
     def model_spec(self) -> ModelSpec:
         return ModelSpec(
             arch=self.arch,
@@ -107,11 +126,14 @@ class LearnerConfig:
         return parse_levels(self.level)
 
     def problems(self) -> list[str]:
-        out = []
-        try:
-            parse_levels(self.level)
-        except LevelSetError as exc:
-            out.append(str(exc))
+        out = self.env_spec().problems()
+        cutoff, T = self.no_progress_steps, self.unroll_length
+        if 0 < cutoff < T:
+            out.append(
+                f"no_progress_steps ({cutoff}) is below unroll_length ({T}), and a chunk holds one "
+                f"truncation per env: set --no-progress-steps to 0 or >= {T}, or --unroll-length "
+                f"to <= {cutoff}"
+            )
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             out.append(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if not (self.curve_dir or self.insecure or _loopback(self.host)):

@@ -2,12 +2,9 @@
 
 Training-loop numbers are set by the loops as they run; GPU numbers are instead read from NVML at
 scrape time, inside `GpuCollector.collect()`. An NVML query is a driver call of a few
-microseconds, so reading on each scrape costs nothing and the values are never stale.
-
-    mario_gpu_utilization_ratio{gpu}    share of the last sample period a kernel ran, 0-1
-    mario_gpu_memory_used_bytes{gpu}    device memory in use, by any process
-    mario_gpu_memory_total_bytes{gpu}   device memory installed
-    mario_gpu_power_watts{gpu}          board power draw
+microseconds, so reading on each scrape costs nothing and the values are never stale. The
+metrics (utilisation, memory used and installed, power) are declared in common/metrics.py's
+GPU_TABLE; this module only reads them.
 
 The `gpu` label is the NVML index, which ignores CUDA_VISIBLE_DEVICES; the learner reports the
 GPU it trains on, found by its UUID:
@@ -30,26 +27,16 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from common.metrics import GPU_TABLE
+
 _log = logging.getLogger(__name__)
 
-# name -> (help, read(nvml, handle) -> float)
-_READS: dict[str, tuple[str, Callable[[Any, Any], float]]] = {
-    "mario_gpu_utilization_ratio": (
-        "Share of the last NVML sample period during which a kernel ran on the GPU (0-1).",
-        lambda nvml, h: nvml.nvmlDeviceGetUtilizationRates(h).gpu / 100.0,
-    ),
-    "mario_gpu_memory_used_bytes": (
-        "GPU memory in use, by any process.",
-        lambda nvml, h: float(nvml.nvmlDeviceGetMemoryInfo(h).used),
-    ),
-    "mario_gpu_memory_total_bytes": (
-        "GPU memory installed.",
-        lambda nvml, h: float(nvml.nvmlDeviceGetMemoryInfo(h).total),
-    ),
-    "mario_gpu_power_watts": (
-        "GPU board power draw.",
-        lambda nvml, h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0,  # NVML reports milliwatts
-    ),
+# metric name (common/metrics.py's GPU_TABLE) -> read(nvml, handle) -> float
+_READS: dict[str, Callable[[Any, Any], float]] = {
+    "mario_gpu_utilization_ratio": lambda nvml, h: nvml.nvmlDeviceGetUtilizationRates(h).gpu / 100,
+    "mario_gpu_memory_used_bytes": lambda nvml, h: float(nvml.nvmlDeviceGetMemoryInfo(h).used),
+    "mario_gpu_memory_total_bytes": lambda nvml, h: float(nvml.nvmlDeviceGetMemoryInfo(h).total),
+    "mario_gpu_power_watts": lambda nvml, h: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0,  # from mW
 }
 
 
@@ -91,12 +78,13 @@ class GpuCollector(Collector):
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         # Lets the registry check for name clashes without querying NVML.
-        for name, (help_text, _) in _READS.items():
-            yield GaugeMetricFamily(name, help_text, labels=["gpu"])
+        for m in GPU_TABLE:
+            yield GaugeMetricFamily(m.name, m.help, labels=list(m.labels))
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        for name, (help_text, read) in _READS.items():
-            family = GaugeMetricFamily(name, help_text, labels=["gpu"])
+        for m in GPU_TABLE:
+            name, read = m.name, _READS[m.name]
+            family = GaugeMetricFamily(name, m.help, labels=list(m.labels))
             for index, handle in sorted(self._handles.items()):
                 try:
                     value = read(self._nvml, handle)

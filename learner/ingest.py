@@ -4,13 +4,20 @@ ROUTER on PORT: Register / Chunk / Heartbeat / WeightsRequest in; Welcome / Cred
 Weights / Heartbeat out. PUB on PORT+1: weight broadcasts. Only this thread touches the sockets;
 the train loop takes chunks from a bounded queue and hands encoded weights over through `publish`.
 
-A registration is answered with a Welcome that tells the actor what to build, the unroll length
-and the network (model spec): the learner is their one source. Credits bound the data in flight.
+A registration is answered with a Welcome that tells the actor what to build, the unroll length,
+the network (model spec) and the envs (env spec): the learner is the one source of every run
+setting. Credits bound the data in flight.
 The Welcome grants `credits_per_actor`; every chunk that arrives (accepted, stale, duplicate or malformed)
 earns its sender one credit back, but only while the queue has room: a full queue owes the
 credits and pays them as the train loop drains it. So actors stop sending instead of the learner
 queueing without bound. A chunk whose seq its actor process sent before (a duplicate) is
 dropped and counted, never trained on twice.
+
+A chunk is refused (counted, its credit returned, nothing of it kept) when it cannot be decoded,
+its sender is not registered, it arrived before, its shape is not the run's, or it indexes
+another level set than the run's; its episodes then reach neither the metrics, the curves nor
+the level statistics. A stale chunk (of a policy more than `max_policy_lag` updates old) is not
+trained on, but its episodes were played by this run's envs and count.
 """
 
 from __future__ import annotations
@@ -23,15 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import zmq
 
 from common import wire
-from common.levels import LevelSetError, parse_levels, progress
+from common.env_spec import EnvSpec
+from common.levels import progress
 from common.metrics import LearnerMetrics
 from common.model import ModelSpec
 from learner.batching import HostChunk, to_host
-from learner.levels import index_table
 
 log = logging.getLogger(__name__)
 
@@ -43,38 +49,26 @@ class ActorInfo:
     identity: bytes
     actor_id: int
     instance_id: str
-    frame_skip: int
-    level: str
     last_seen: float
     owed: int = 0  # credits earned but not yet granted (queue full)
     chunks: int = 0
     outstanding: int = 0  # credits granted and not yet spent on a message that arrived
     duplicates: int = 0  # chunks that arrived again
-    # its level indices -> the learner's (learner.levels.index_table); set at registration
-    level_table: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
 
 
 @dataclass
 class IngestSettings:
     run_id: str
-    env_spec: dict  # fields every actor must match: action_set, frame_size
-    model_spec: dict  # sent to every actor in its Welcome
+    env_spec: EnvSpec  # sent to every actor in its Welcome
+    model_spec: dict  # likewise
     unroll_length: int  # likewise
     credits_per_actor: int
     queue_chunks: int
     max_policy_lag: int
     heartbeat_interval_s: float
     actor_timeout_s: float
-    levels: tuple[str, ...] = ()  # the run's level set (the schedule's); () = not checked
     pin_memory: bool = False
     limits: wire.Limits = field(default_factory=lambda: wire.DEFAULT_LIMITS)
-
-
-def _levels_of(text: str) -> tuple[str, ...]:
-    try:
-        return parse_levels(text)
-    except LevelSetError:
-        return (text,)
 
 
 class BindError(RuntimeError):
@@ -309,10 +303,12 @@ class Ingest:
             self.metrics.reject("other")
 
     def _on_register(self, identity: bytes, msg: wire.Register) -> None:
-        problems = self._registration_problems(msg)
-        if problems:
+        if msg.run_id != self.s.run_id:
             self.metrics.reject("spec")
-            reason = "; ".join(problems)
+            reason = (
+                f"--run-id is {msg.run_id!r} on the actor but {self.s.run_id!r} on the learner; "
+                "set the same on both"
+            )
             log.warning("refused actor %d: %s", msg.actor_id, reason)
             self._send(identity, wire.Refuse(reason=reason, fatal=True))
             return
@@ -324,51 +320,30 @@ class Ingest:
                     msg.instance_id[:8],
                 )
                 del self.actors[other]
-        level = str(msg.env_spec.get("level", "?"))
-        frame_skip = int(msg.env_spec.get("frame_skip", 1))
         self.actors[identity] = ActorInfo(
-            identity, msg.actor_id, msg.instance_id, frame_skip, level, time.monotonic(),
+            identity, msg.actor_id, msg.instance_id, time.monotonic(),
             outstanding=self.s.credits_per_actor,
-            level_table=index_table(_levels_of(level), self.s.levels),
         )  # fmt: skip
-        log.info("actor %d registered (%s, %d envs)", msg.actor_id, level, msg.num_envs)
-        outside = [lv for lv in _levels_of(level) if lv not in self.s.levels]
-        if self.s.levels and outside:
-            log.warning(
-                "actor %d plays %s, outside the learner's --level %s: their episodes are "
-                "counted but the schedule never draws them; give both the same levels",
-                msg.actor_id,
-                ",".join(outside),
-                ",".join(self.s.levels),
-            )
+        log.info("actor %d registered (%d envs)", msg.actor_id, msg.num_envs)
         self.metrics.actors_connected.set(len(self.actors))
         welcome = wire.Welcome(
             credits=self.s.credits_per_actor,
             policy_version=self.policy_version(),
             unroll_length=self.s.unroll_length,
             model_spec=self.s.model_spec,
+            env_spec=self.s.env_spec.to_wire(),
         )
         self._send(identity, welcome)
 
-    def _registration_problems(self, msg: wire.Register) -> list[str]:
-        """What keeps this actor's envs from working with this learner, each naming who sets it."""
-        problems = []
-        settings = {"run_id": (msg.run_id, self.s.run_id)}
-        settings |= {key: (msg.env_spec.get(key), want) for key, want in self.s.env_spec.items()}
-        for key, (got, want) in settings.items():
-            if got != want:
-                problems.append(
-                    f"--{key.replace('_', '-')} is {got!r} on the actor but {want!r} on the "
-                    "learner; set the same on both"
-                )
-        cutoff, T = msg.env_spec.get("no_progress_steps", 0), self.s.unroll_length
-        if type(cutoff) is int and 0 < cutoff < T:
-            problems.append(
-                f"--no-progress-steps is {cutoff} on the actor, below the learner's "
-                f"--unroll-length {T} (a chunk holds one truncation per env): set the actor's "
-                f"to 0 or >= {T}, or the learner's --unroll-length to <= {cutoff}"
-            )
-        return problems
+    def _record_episodes(self, info: ActorInfo, chunk: wire.Chunk) -> None:
+        """The episodes a valid chunk reports, into the metrics, the curves and the level
+        statistics; a refused chunk's never get here."""
+        for e in chunk.episodes:
+            p = progress(e.level, e.max_x, e.flag)
+            self.metrics.observe_episode(e.level, e.outcome, e.episode_return, e.max_x, e.length, p)
+            self.on_episode(e)
+            self.episodes.append(e)
+            self._new_episodes.append((time.time(), info.actor_id, e))
 
     def _on_chunk(self, info: ActorInfo, chunk: wire.Chunk) -> None:
         newest = self._seqs.get(chunk.instance_id, -1)
@@ -386,15 +361,9 @@ class Ingest:
             self._give_credit(info)
             return
         self.metrics.ingest_bytes.inc(chunk.payload_bytes)
-        for e in chunk.episodes:
-            p = progress(e.level, e.max_x, e.flag)
-            self.metrics.observe_episode(e.level, e.outcome, e.episode_return, e.max_x, e.length, p)
-            self.on_episode(e)
-            self.episodes.append(e)
-            self._new_episodes.append((time.time(), info.actor_id, e))
         want_shape = (
             self.s.unroll_length,
-            self.s.env_spec["frame_size"],
+            self.s.env_spec.frame_size,
             self.s.model_spec["num_actions"],
             self._state_size,
         )
@@ -404,23 +373,30 @@ class Ingest:
                 info, "has (T, frame, A, core state) %s, expected %s", got_shape, want_shape
             )
             return
-        top = int(chunk.arrays["level"].max())
-        if top >= len(info.level_table):
-            n = len(info.level_table)
+        levels = self.s.env_spec.levels
+        if chunk.level != self.s.env_spec.level:  # sent before the learner restarted with others
             self._refuse_chunk(
-                info, "names level index %d, but its set %r has %d levels", top, info.level, n
+                info, "plays the level set %r, not the run's %r", chunk.level, self.s.env_spec.level
             )
+            return
+        top = int(chunk.arrays["level"].max())
+        if top >= len(levels):
+            self._refuse_chunk(
+                info, "names level index %d, but the run's set %r has %d", top, chunk.level,
+                len(levels),
+            )  # fmt: skip
             return
         self._seqs[chunk.instance_id] = chunk.seq  # a valid chunk: stale or accepted, it is seen
         self._seqs.move_to_end(chunk.instance_id)
         if len(self._seqs) > SEQ_MEMORY:
             self._seqs.popitem(last=False)
+        self._record_episodes(info, chunk)  # a stale chunk's episodes were played all the same
         lag = self.policy_version() - chunk.policy_version
         if lag > self.s.max_policy_lag:
             self.metrics.chunks.labels("stale").inc()
             self._give_credit(info)
             return
-        host = to_host(chunk, info.frame_skip, self.s.pin_memory, info.level_table)
+        host = to_host(chunk, self.s.env_spec.frame_skip, self.s.pin_memory)
         info.chunks += 1
         self.metrics.chunks.labels("accepted").inc()
         with self.cond:

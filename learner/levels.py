@@ -4,9 +4,8 @@ The learner keeps, for each level of the run's set, its newest WINDOW training e
 (max x as a share of the level, `common.levels.progress`) and flags, which the metrics and the
 status line report. Actors draw each episode's level uniformly from the set.
 
-A chunk names the level of each of its steps by its index in the actor's set; `index_table` turns
-those into indices in the learner's set, by which the update reports each level's advantages and
-entropy.
+A chunk names the level of each of its steps by its index in the run's set (the Welcome's env
+spec), by which the update reports each level's advantages and entropy.
 
 Thread-safe: `add` runs on the ingest thread, `summary` on the train loop's.
 """
@@ -15,27 +14,14 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from common.levels import progress
 
-# A chunk step's level index for a level outside the learner's set
-OUTSIDE = 255
 # Episodes per level behind its progress and flag rate
 WINDOW = 50
-
-
-def index_table(actor_levels: Sequence[str], learner_levels: Sequence[str]) -> np.ndarray:
-    """[len(actor_levels)] uint8: each of an actor's levels as its index in the learner's set,
-    OUTSIDE where the learner's set lacks it; the actor's own indices when the learner names no
-    set. Index a chunk's `level` array with it."""
-    if not learner_levels:
-        return np.arange(len(actor_levels), dtype=np.uint8)
-    where = {level: i for i, level in enumerate(learner_levels)}
-    return np.array([where.get(level, OUTSIDE) for level in actor_levels], np.uint8)
 
 
 class LevelSummary(NamedTuple):

@@ -131,7 +131,7 @@ class TrainLoop:
         cfg, model_spec = self.cfg, self.model.spec.to_wire()
         settings = IngestSettings(
             run_id=cfg.run_id,
-            env_spec={"action_set": cfg.action_set, "frame_size": cfg.frame_size},
+            env_spec=cfg.env_spec(),
             model_spec=model_spec,
             unroll_length=cfg.unroll_length,
             credits_per_actor=cfg.credits_per_actor,
@@ -139,7 +139,6 @@ class TrainLoop:
             max_policy_lag=cfg.max_policy_lag,
             heartbeat_interval_s=cfg.heartbeat_interval_s,
             actor_timeout_s=cfg.actor_timeout_s,
-            levels=cfg.levels,
             pin_memory=self.device.type == "cuda",
         )
         context = zmq.Context.instance()

@@ -2,6 +2,11 @@
 seconds a row of RUN/metrics.jsonl, the new episodes' rows of RUN/episodes.jsonl and, when asked
 for, the one-line status on stderr.
 
+Every few seconds is a record: the gauges it sets (`LearnerMetrics.record`) are the row's numbers
+and the TensorBoard scalars', each under the key or tag its metric declares in common/metrics.py;
+the status line reads the registry. A metric declared there needs no edit here beyond the figure
+that sets it.
+
 Losses and other device tensors are read only every RECORD_EVERY_S: reading one waits for the
 device to finish its queued work, which would stall a GPU learner after every update.
 """
@@ -11,12 +16,14 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from common import status
 from common.levels import progress
-from common.metrics import LearnerMetrics, RateWindow
+from common.metrics import Figure, LearnerMetrics, RateWindow
 from common.rundir import RunDir, append_lines
 from common.wire import EpisodeStats
 from learner.checkpoint import Totals
@@ -58,6 +65,8 @@ class Telemetry:
     def started(self, totals: Totals) -> None:
         """The learner serves from now on: t = 0 of its learning curves."""
         self.metrics.start_time.set_to_current_time()
+        self.metrics.run_agent_steps.set(totals.agent_steps)
+        self.metrics.run_sgd_steps.set(self.learner.sgd_steps)
         self._last_record = self._last_status = time.monotonic()
         start = {"event": "start", "time": time.time(), "env_frames": totals.env_frames}
         append_lines(self.run.episodes, [json.dumps(start)])
@@ -119,78 +128,77 @@ class Telemetry:
             self.tensorboard.close()
 
     def _record(self, stats: UpdateStats, totals: Totals) -> None:
-        """The last update's losses, the rates and replay's state: as metrics and as a row of
-        RUN/metrics.jsonl."""
-        m, eps = self.metrics, list(self.ingest.episodes)
-        loss = {k: float(getattr(stats, k)) for k in ("total_loss", "pg_loss", "baseline_loss")}
-        entropy, grad_norm = float(stats.entropy), float(stats.grad_norm)
-        clip_fraction, value_scale = float(stats.clip_fraction), self.learner.popart.scale()
+        """The last update's losses, the rates and replay's and the levels' state: as gauges, as a
+        row of RUN/metrics.jsonl and as TensorBoard scalars, each where common/metrics.py says."""
+        eps, entropy = list(self.ingest.episodes), float(stats.entropy)
         sps = self.rate.rate()
-        m.loss.labels("total").set(loss["total_loss"])
-        m.loss.labels("policy").set(loss["pg_loss"])
-        m.loss.labels("baseline").set(loss["baseline_loss"])
-        m.loss.labels("entropy").set(-entropy)
-        m.entropy.set(entropy)
-        m.grad_norm.set(grad_norm)
-        m.clip_fraction.set(clip_fraction)
-        m.value_scale.set(value_scale)
-        m.learning_rate.set(self.learner.learning_rate)
-        m.agent_steps_per_second.set(sps)
-        m.samples_per_second.labels("fresh").set(sps)
-        row = {"time": time.time(), "updates": self.learner.updates}
-        row |= {"env_frames": totals.env_frames, "agent_steps": totals.agent_steps}
-        row |= {"agent_steps_per_s": sps, "mean_return": _mean(eps, "episode_return")}
-        row |= {"mean_max_x": _mean(eps, "max_x"), "flag_rate": _mean(eps, "flag")}
-        row |= {"entropy": entropy, "grad_norm": grad_norm, "clip_fraction": clip_fraction}
-        row |= {"epochs": stats.epochs, "value_scale": value_scale}
-        row |= {"learning_rate": self.learner.learning_rate}
-        row |= {"sgd_steps": self.learner.sgd_steps, **loss, **self._record_replay()}
-        row |= self._record_levels(stats)
-        append_lines(self.run.metrics, [json.dumps(row)])
+        figures: dict[str, Figure] = {
+            "policy_version": self.learner.updates,
+            "run_env_frames": totals.env_frames,
+            "run_agent_steps": totals.agent_steps,
+            "run_sgd_steps": self.learner.sgd_steps,
+            "agent_steps_per_second": sps,
+            "samples_per_second": {"fresh": sps},
+            "recent_return": _mean(eps, "episode_return"),
+            "recent_max_x": _mean(eps, "max_x"),
+            "recent_flag_rate": _mean(eps, "flag"),
+            "loss": {
+                "total": float(stats.total_loss),
+                "policy": float(stats.pg_loss),
+                "baseline": float(stats.baseline_loss),
+                "entropy": -entropy,
+            },
+            "entropy": entropy,
+            "grad_norm": float(stats.grad_norm),
+            "clip_fraction": float(stats.clip_fraction),
+            "epochs": stats.epochs,
+            "value_scale": self.learner.popart.scale(),
+            "learning_rate": self.learner.learning_rate,
+        }
+        figures |= self._replay_figures() | self._level_figures(stats)
+        numbers, now = self.metrics.record(figures), time.time()
+        append_lines(self.run.metrics, [json.dumps(metrics_row(numbers, now))])
         if self.tensorboard is not None:
-            self.tensorboard.write(row)
+            self.tensorboard.write(numbers, now)
 
-    def _record_replay(self) -> dict[str, float]:
-        """Replay's metrics set; its part of the metrics.jsonl row ({} without replay)."""
+    def _replay_figures(self) -> dict[str, Figure]:
+        """Replay's state ({} without replay); the counter of skipped sequences moved on."""
         if self.mixer is None:
             return {}
         m, r = self.metrics, self.mixer.replay
-        m.replay_size.set(r.size)
-        m.replay_sample_insert_ratio.set(self.mixer.sample_insert_ratio)
         m.replay_skipped.inc(self.mixer.skipped - self._skipped_reported)
         self._skipped_reported = self.mixer.skipped
-        m.samples_per_second.labels("replay").set(self.replay_rate.rate())
+        out: dict[str, Figure] = {
+            "replay_size": r.size,
+            "replay_sample_insert_ratio": self.mixer.sample_insert_ratio,
+            "samples_per_second": {"replay": self.replay_rate.rate()},
+        }
         if r.size:
             q = r.priority_quantiles([0.5, 0.9, 0.99, 1.0]).tolist()
-            for stat, v in zip(("p50", "p90", "p99", "max"), q, strict=True):
-                m.replay_priority.labels(stat).set(v)
-        return {"replay_size": r.size, "replay_sample_insert_ratio": self.mixer.sample_insert_ratio}
+            out["replay_priority"] = dict(zip(("p50", "p90", "p99", "max"), q, strict=True))
+        return out
 
-    def _record_levels(self, stats: UpdateStats) -> dict[str, dict]:
-        """Each level's window statistics, schedule weight and the last update's advantage
-        scale and policy entropy as gauges; their part of the metrics.jsonl row: {"levels":
-        {level: {"progress", "flag_rate", "weight", "advantage_std", "entropy"}}}."""
+    def _level_figures(self, stats: UpdateStats) -> dict[str, Figure]:
+        """Each level's window statistics, schedule weight and the last update's advantage scale
+        and policy entropy (None: no figure), and the means over the set."""
         if self.levels is None:
             return {}
-        m, weight = self.metrics, 1.0 / len(self.levels.levels)  # actors draw levels uniformly
+        summary = self.levels.summary()
         steps, adv_std = stats.level_steps.tolist(), stats.level_advantage_std.tolist()
         entropy = stats.level_entropy.tolist()
-        out = {}
-        for i, (level, s) in enumerate(self.levels.summary().items()):
-            if s.progress is not None:
-                m.level_progress.labels(level).set(s.progress)
-            if s.flag_rate is not None:
-                m.level_flag_rate.labels(level).set(s.flag_rate)
-            m.level_weight.labels(level).set(weight)
-            std = adv_std[i] if steps[i] >= 2 else None  # the learner's set order (index_table)
-            if std is not None:
-                m.level_advantage_std.labels(level).set(std)
-            h = entropy[i] if steps[i] >= 1 else None
-            if h is not None:
-                m.level_entropy.labels(level).set(h)
-            out[level] = {"progress": s.progress, "flag_rate": s.flag_rate, "weight": weight}
-            out[level] |= {"advantage_std": std, "entropy": h}
-        return {"levels": out}
+        names = ("level_progress", "level_flag_rate", "level_weight")
+        names += ("level_advantage_std", "level_entropy")
+        out: dict[str, dict[str, float | None]] = {name: {} for name in names}
+        for i, (level, s) in enumerate(summary.items()):  # i: the learner's set order
+            out["level_progress"][level] = s.progress
+            out["level_flag_rate"][level] = s.flag_rate
+            out["level_weight"][level] = 1.0 / len(summary)  # actors draw levels uniformly
+            out["level_advantage_std"][level] = adv_std[i] if steps[i] >= 2 else None
+            out["level_entropy"][level] = entropy[i] if steps[i] >= 1 else None
+        return out | {
+            "levels_progress": _mean_of(out["level_progress"].values()),
+            "levels_flag_rate": _mean_of(out["level_flag_rate"].values()),
+        }
 
     def _log_episodes(self, totals: Totals) -> None:
         """Append every newly reported training episode to RUN/episodes.jsonl (learning curves)."""
@@ -203,6 +211,31 @@ class Telemetry:
         append_lines(self.run.episodes, rows)
 
 
+def metrics_row(numbers: dict[str, Figure], time_s: float) -> dict[str, Any]:
+    """A row of RUN/metrics.jsonl: `time_s`, then each number of `LearnerMetrics.record` under the
+    key its metric declares (common/metrics.py's `row`); None is null."""
+    row: dict[str, Any] = {"time": time_s}
+    for m in LearnerMetrics.TABLE:
+        if not m.row or m.attr not in numbers:
+            continue
+        value = numbers[m.attr]
+        if not isinstance(value, Mapping):
+            row[m.row] = value
+        elif m.labels == ("level",):
+            for level, v in value.items():
+                row.setdefault("levels", {}).setdefault(level, {})[m.row] = v
+        else:
+            assert isinstance(m.row, Mapping)
+            row |= {m.row[k]: v for k, v in value.items() if k in m.row}
+    return row
+
+
 def _mean(episodes: list[EpisodeStats], field: str) -> float | None:
     """The mean of one field over `episodes`; None (null in the row) before the first one."""
-    return float(np.mean([getattr(e, field) for e in episodes])) if episodes else None
+    return _mean_of(getattr(e, field) for e in episodes)
+
+
+def _mean_of(values: Iterable[float | None]) -> float | None:
+    """The mean of the values that are not None; None when there is none."""
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None

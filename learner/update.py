@@ -51,8 +51,8 @@ class Hyper(NamedTuple):
     V-trace's truncation levels rho-bar and c-bar are IMPALA's 1 (learner/vtrace.py)."""
 
     discount: float
-    reward_scale: float
-    reward_clip: float  # 0 = off
+    loss_reward_scale: float
+    loss_reward_clip: float  # 0 = off
     baseline_cost: float
     entropy_cost: float
     max_grad_norm: float
@@ -90,9 +90,9 @@ class UpdateStats(NamedTuple):
 
 
 def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
-    r = rewards * hyper.reward_scale
-    if hyper.reward_clip > 0:
-        r = r.clamp(-hyper.reward_clip, hyper.reward_clip)
+    r = rewards * hyper.loss_reward_scale
+    if hyper.loss_reward_clip > 0:
+        r = r.clamp(-hyper.loss_reward_clip, hyper.loss_reward_clip)
     return r
 
 
@@ -273,6 +273,63 @@ def loss_and_stats(
     )
 
 
+# The losses an update reports as means over its optimizer steps, as UpdateStats names them
+MEANS = ("total_loss", "pg_loss", "baseline_loss", "entropy", "clip_fraction")
+
+
+class Tally:
+    """What an update reports, summed over its optimizer steps (`add`) into its UpdateStats
+    (`stats`): the losses' means, the last step's gradient norm and, from the first pass (the
+    network as it was before the update), the priorities and each level's figures."""
+
+    def __init__(self, num_sequences: int, device: torch.device):
+        self.sums = torch.zeros(len(MEANS), device=device)  # [5] in MEANS' order
+        self.steps = 0
+        self.grad_norm = torch.zeros((), device=device)
+        self.priorities = torch.zeros(num_sequences, device=device)  # [N]
+        self.advantage_sums: torch.Tensor | None = None  # per level index (group_sums)
+        self.entropy_sums: torch.Tensor | None = None
+
+    def add(
+        self,
+        losses: Losses,
+        grad_norm: torch.Tensor,
+        level: torch.Tensor,
+        index: torch.Tensor | None,
+        first_pass: bool,
+    ) -> None:
+        """One optimizer step's `losses` on the sequences `index` (None: all), whose steps' level
+        indices are `level` [T, n], and its gradient norm before clipping."""
+        step = {"total_loss": losses.total.detach(), "pg_loss": losses.pg}
+        step |= {"baseline_loss": losses.baseline, "entropy": losses.entropy}
+        step |= {"clip_fraction": losses.clip_fraction}
+        self.sums += torch.stack([step[name] for name in MEANS])
+        self.steps += 1
+        self.grad_norm = grad_norm.detach()
+        if not first_pass:
+            return
+        if index is None:
+            self.priorities = losses.priorities
+        else:
+            self.priorities[index] = losses.priorities
+        self.advantage_sums = group_sums(losses.advantages, level, self.advantage_sums)
+        self.entropy_sums = group_sums(losses.entropies, level, self.entropy_sums)
+
+    def stats(self, passes: int) -> UpdateStats:
+        means = dict(zip(MEANS, (self.sums / self.steps).unbind(), strict=True))
+        advantages = group_moments(self.advantage_sums)
+        return UpdateStats(
+            **means,
+            grad_norm=self.grad_norm,
+            priorities=self.priorities,
+            sgd_steps=self.steps,
+            epochs=passes,
+            level_steps=advantages.count,
+            level_advantage_std=advantages.std,
+            level_entropy=group_moments(self.entropy_sums).mean,
+        )
+
+
 def minibatch_indices(
     num_sequences: int, minibatches: int, generator: torch.Generator | None, device
 ) -> list[torch.Tensor]:
@@ -323,7 +380,7 @@ class Learner:
         if passes < 1:
             raise ValueError(f"epochs must be >= 1, got {passes}")
         self.model.train()
-        report = _Report(batch)
+        tally = Tally(batch.num_sequences, batch.actions.device)
         # ---- bootstrap and V-trace, once: the targets of the network before the update ------
         targets = batch_targets(self.model, batch, self.hyper, self.popart)
         for epoch in range(passes):
@@ -340,10 +397,10 @@ class Learner:
                 )
                 self.optimizer.step()
                 # ---- plumbing: what the update reports ------------------------------------
-                report.add(losses, sub, index, first_pass=epoch == 0)
+                tally.add(losses, grad_norm, sub.level, index, first_pass=epoch == 0)
         self.updates += 1
-        self.sgd_steps += report.steps
-        return report.stats(grad_norm, passes)
+        self.sgd_steps += tally.steps
+        return tally.stats(passes)
 
     def _minibatches(self, batch: Batch) -> list[torch.Tensor | None]:
         """One pass's minibatches: sequence indices, or [None] for the whole batch."""
@@ -352,54 +409,4 @@ class Learner:
         device = batch.actions.device
         return minibatch_indices(
             batch.num_sequences, self.hyper.minibatches, self._generator, device
-        )
-
-
-class _Report:
-    """An update's statistics as its optimizer steps go: loss means over all of them, and from
-    the first pass the priorities and each level's advantages and entropies."""
-
-    def __init__(self, batch: Batch):
-        device = batch.actions.device
-        self.priorities = torch.zeros(batch.num_sequences, device=device)  # [N]
-        self.sums = torch.zeros(5, device=device)  # total, pg, baseline, entropy, clip fraction
-        self.steps = 0
-        self.level_sums: torch.Tensor | None = None  # raw advantages per level (group_sums)
-        self.entropy_sums: torch.Tensor | None = None  # and entropies
-
-    def add(self, losses: Losses, sub: Batch, index: torch.Tensor | None, first_pass: bool):
-        if first_pass:
-            if index is None:
-                self.priorities = losses.priorities
-            else:
-                self.priorities[index] = losses.priorities
-            self.level_sums = group_sums(losses.advantages, sub.level, self.level_sums)
-            self.entropy_sums = group_sums(losses.entropies, sub.level, self.entropy_sums)
-        self.sums += torch.stack(
-            [
-                losses.total.detach(),
-                losses.pg,
-                losses.baseline,
-                losses.entropy,
-                losses.clip_fraction,
-            ]
-        )
-        self.steps += 1
-
-    def stats(self, grad_norm: torch.Tensor, passes: int) -> UpdateStats:
-        means = self.sums / self.steps
-        levels = group_moments(self.level_sums)
-        return UpdateStats(
-            means[0],
-            means[1],
-            means[2],
-            means[3],
-            grad_norm.detach(),
-            self.priorities,
-            means[4],
-            self.steps,
-            passes,
-            levels.count,
-            levels.std,
-            group_moments(self.entropy_sums).mean,
         )

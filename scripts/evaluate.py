@@ -16,8 +16,9 @@ starts after Machado et al. 2018 when they are not given), and sets the figures 
 
 The policy sees exactly what it saw in training: the env factory's 84x84 grayscale frames, stacked
 by `common.stacking.stack_frames` from a 4-frame ring whose `first` flags mask the frames of an
-earlier episode. The env spec comes from the checkpoint (action set, frame size); the actor-side
-fields (frame skip, no-progress cutoff) take the EnvSpec defaults unless given as flags.
+earlier episode. The env spec comes from the checkpoint, whose run config the learner wrote
+(action set, frame size, frame skip, no-progress cutoff; a flag overrides each); a checkpoint
+without one takes the EnvSpec defaults.
 
 Video: one full-colour NES screen (240x256, native) per agent step, upscaled by an integer factor
 with nearest neighbour, at 60/frame_skip fps (15 fps for frame skip 4), H.264 yuv420p in MP4.
@@ -156,12 +157,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"])
     p.add_argument("--action-set", help="action set (default: the checkpoint's)")
     p.add_argument("--frame-size", type=int, help="frame size (default: the checkpoint's)")
-    p.add_argument("--frame-skip", type=int, default=EnvSpec.frame_skip, help="NES frames/step")
+    p.add_argument("--frame-skip", type=int, help="NES frames/step (default: the checkpoint's)")
     p.add_argument(
         "--no-progress-steps",
         type=int,
-        default=EnvSpec.no_progress_steps,
-        help="end an episode after this many steps without a new max x (0 = never)",
+        help="end an episode after this many steps without a new max x (0 = never; default: the "
+        "checkpoint's)",
     )
     p.add_argument(
         "--sticky-actions",
@@ -231,12 +232,17 @@ def _setup(
 ) -> tuple[Checkpoint, EnvSpec, torch.device]:
     """The checkpoint, the env it will play and the device; EvalError for any mismatch."""
     ckpt = load_checkpoint(resolve_checkpoint(args.run_dir, args.checkpoint))
+
+    def trained(name: str) -> object:  # the flag, else the run's setting, else the default
+        given = getattr(args, name)
+        return given if given is not None else ckpt.config.get(name, getattr(EnvSpec, name))
+
     spec = EnvSpec(
         level=args.level,
         action_set=args.action_set or ckpt.trained_action_set or EnvSpec.action_set,
-        frame_skip=args.frame_skip,
+        frame_skip=trained("frame_skip"),
         frame_size=args.frame_size or ckpt.model.spec.frame_size,
-        no_progress_steps=args.no_progress_steps,
+        no_progress_steps=trained("no_progress_steps"),
     )
     problems = spec.problems()
     for s in settings_of(args):  # the perturbations' ranges, in the flags' own words

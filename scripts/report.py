@@ -6,7 +6,7 @@ RUN/report/: one PNG per figure, each plotted against env frames (left) and wall
 the first row (right), and REPORT.md, which embeds them. Episode figures (`mean_max_x`,
 `mean_return`, `flag_rate`) are null until the first episode ends; those points are left out.
 
-From RUN/episodes.jsonl (scripts/analysis/episode_windows.py), when there is one: the learning
+From RUN/episodes.jsonl (scripts/episode_windows.py), when there is one: the learning
 curve per 2-minute window (curve.png, with the runs of --compare beside), then, level by level,
 progress (max x as a share of the level; mean max x for a level of unknown length) and flag rate
 per window with their mean over levels, each level alike (levels.png), a table of each level's
@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from common.rundir import RunDir
-from scripts.analysis import episode_windows, learning_curve
+from scripts import episode_windows, learning_curve
 
 
 class Figure(NamedTuple):

@@ -18,8 +18,8 @@ from common import chunk, wire
 
 SIZE = 84
 
-# Actor flags that play Corridor: one frame per step, a cutoff no shorter than the learner's T.
-CORRIDOR_ACTOR_ARGS = [
+# Learner flags for a run on Corridor: one frame per step, a cutoff no shorter than its T.
+CORRIDOR_LEARNER_ARGS = [
     *("--level", "tests.fakes:Corridor-v0", "--frame-skip", "1", "--no-progress-steps", "20"),
 ]
 

@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from scripts.chaos import netns
+from scripts.dev.chaos import netns
 from scripts.ports import free_ports
 
 DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch", "nsenter", "unshare")

@@ -68,6 +68,16 @@ def test_common_depends_on_neither_process_and_the_processes_not_on_each_other()
             assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
+def test_user_commands_never_need_the_developer_tools():
+    """scripts/ holds what a user runs, scripts/dev/ what a developer measures and rehearses with
+    (scripts/README.md): a user command works with scripts/dev/ gone."""
+    dev = ROOT / "scripts" / "dev"
+    for path in python_files("scripts"):
+        if not path.is_relative_to(dev):
+            bad = sorted(m for m in imports(path) if m.split(".")[:2] == ["scripts", "dev"])
+            assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
 def test_the_learner_never_loads_the_emulator():
     code = (
         "import sys, learner.main\n"

@@ -55,7 +55,7 @@ class Host:
     first_actor: int = 0  # ids first_actor .. first_actor + n - 1
     learner: str = ""  # HOST:PORT the actors connect to; empty = 127.0.0.1:PORT
     actor_metrics_base: int = 9100  # actor i serves /metrics on BASE + i (0 = off)
-    levels: str = "1-1"  # the run's level set: 1-1 | 1-1,1-2 | world:1 | all
+    levels: str = "1-1"  # the run's level set (the learner's --level; actors are told it)
     frames: int = 0  # the run's length in env frames (the learner's --train-frames); 0 = endless
     actor_args: str = ""  # more actor flags (the eval actor's too)
     keys: str = ""  # CURVE keys made by `make keys` (empty = off)
@@ -253,7 +253,7 @@ def _actor_common(h: Host, actor_id: int) -> list[str]:
         argv += ["--curve-dir", f"{h.keys}/actor-{actor_id}"]
     if h.relay:
         argv += ["--weights-from", h.relay_address]
-    return argv + ["--level", h.levels]
+    return argv  # the run's settings (LEVELS too) come from the learner's Welcome
 
 
 def actor_argv(h: Host, actor_id: int) -> list[str]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -31,27 +34,37 @@ def run_actor(
 
 
 def test_bad_config_lists_every_problem():
-    r = run_actor(
-        "--num-envs", "0", "--learner", "nohost", "--action-set", "all", "--frame-skip", "0"
-    )
+    r = run_actor("--num-envs", "0", "--learner", "nohost", "--lanes", "x", "--seed", "-1")
     assert r.returncode == 2
     for name in (
         "--num-envs: must be >= 1",
         "learner must be HOST:PORT",
-        "--action-set",
-        "frame_skip",
+        "--lanes: expected an integer",
+        "--seed: must be >= 0",
     ):
         assert name in r.stderr
 
 
 def test_settings_the_learner_owns_are_refused_with_where_to_set_them(tmp_path):
     config = tmp_path / "run.toml"
-    config.write_text("[learner]\nunroll_length = 16\n[actor]\nunroll_length = 16\n")
-    r = run_actor("--arch", "nature", "--no-last-action", "--config", str(config))
+    config.write_text(
+        "[learner]\nunroll_length = 16\n[actor]\nunroll_length = 16\nsticky_actions = 0.25\n"
+    )
+    r = run_actor(
+        *("--arch", "nature", "--no-last-action", "--config", str(config), "--level", "1-2"),
+        *("--frame-skip", "2", "--reward-scale", "0.1"),
+    )
     assert r.returncode == 2
+    env = "the actor takes its env settings from the learner at registration; set"
     for line in (
         f"{config}: [actor] unroll_length: the actor takes the unroll length from the learner at "
         "registration; set --unroll-length on the learner and remove it here",
+        f"{config}: [actor] sticky_actions: {env} --sticky-actions on the learner and remove it "
+        "here",
+        f"--level: {env} --level on the learner and remove it here",
+        f"--frame-skip: {env} --frame-skip on the learner and remove it here",
+        "--reward-scale: the learner scales and clips rewards in its loss: set "
+        "--loss-reward-scale there, remove it here",
         "--arch: the actor takes its network from the learner at registration; set --arch on "
         "the learner and remove it here",
         "--last-action: the network always takes the previous action now: remove it here",
@@ -59,16 +72,34 @@ def test_settings_the_learner_owns_are_refused_with_where_to_set_them(tmp_path):
         assert f"  - {line}\n" in r.stderr
 
 
-def test_env_build_failure_exits_nonzero_with_a_clear_message():
-    r = run_actor(
-        "--level",
-        "tests.fakes:FlakyBuild-v0",
-        "--num-envs",
-        "1",
-        "--build-retries",
-        "1",
-        env={"FLAKY_FAILURES": "99"},
-    )
+@contextlib.contextmanager
+def learner_of(tmp_path, *args: str) -> Iterator[str]:
+    """A learner running with these flags while the block runs; its HOST:PORT."""
+    port = procs.free_port(2)
+    learner = procs.learner(tmp_path / "run", port, procs.free_port(), *args)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        learner.stop()
+
+
+def test_every_env_setting_flag_of_the_learner_is_refused_on_the_actor():
+    from actor.config import ActorConfig
+    from common.env_spec import EnvSpec
+    from learner.config import LearnerConfig
+
+    learner_flags = {f.name for f in dataclasses.fields(LearnerConfig)}
+    for f in dataclasses.fields(EnvSpec):
+        assert f.name in learner_flags and f.name in ActorConfig.RETIRED, f.name
+        assert f"--{f.name.replace('_', '-')} on the learner" in ActorConfig.RETIRED[f.name]
+
+
+def test_env_build_failure_exits_nonzero_with_a_clear_message(tmp_path):
+    with learner_of(tmp_path, "--level", "tests.fakes:FlakyBuild-v0") as address:
+        r = run_actor(
+            *("--learner", address, "--num-envs", "1", "--build-retries", "1"),
+            env={"FLAKY_FAILURES": "99"},
+        )
     assert r.returncode == 1
     assert (
         "could not build env 0 for level 'tests.fakes:FlakyBuild-v0' after 2 attempts" in r.stderr
@@ -86,10 +117,9 @@ def test_a_metrics_port_in_use_is_refused_with_the_flag_to_change():
     assert "pass another --metrics-port" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_hung_env_build_exits_instead_of_hanging():
-    r = run_actor(
-        "--level", "tests.fakes:HangingBuild-v0", "--num-envs", "1", "--build-timeout-s", "2"
-    )
+def test_hung_env_build_exits_instead_of_hanging(tmp_path):
+    with learner_of(tmp_path, "--level", "tests.fakes:HangingBuild-v0") as address:
+        r = run_actor("--learner", address, "--num-envs", "1", "--build-timeout-s", "2")
     assert r.returncode != 0
     assert "did not finish within its 2 s budget" in r.stderr
 

@@ -13,7 +13,7 @@ import pytest
 
 from common.levels import level_lengths
 from tests import procs
-from tests.fakes import CORRIDOR_ACTOR_ARGS
+from tests.fakes import CORRIDOR_LEARNER_ARGS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -32,12 +32,12 @@ def logged_max_x(evaluator: procs.Proc, policy: str) -> list[int]:
 def test_eval_actor_exports_both_policies_and_keeps_the_best_video(tmp_path):
     port, lport, eport = procs.free_port(2), procs.free_port(), procs.free_port()
     learner = procs.learner(
-        tmp_path / "run", port, lport, "--unroll-length", "16", "--batch-chunks", "1"
-    )
-    common = CORRIDOR_ACTOR_ARGS
-    trainer = procs.actor(tmp_path, port, 0, procs.free_port(), *common, "--num-envs", "2")
+        tmp_path / "run", port, lport, "--unroll-length", "16", "--batch-chunks", "1",
+        *CORRIDOR_LEARNER_ARGS,
+    )  # fmt: skip
+    trainer = procs.actor(tmp_path, port, 0, procs.free_port(), "--num-envs", "2")
     evaluator = procs.actor(
-        tmp_path, port, 1, eport, *common, "--eval", "--eval-dir", str(tmp_path / "eval"),
+        tmp_path, port, 1, eport, "--eval", "--eval-dir", str(tmp_path / "eval"),
         "--eval-interval-s", "0.5", "--eval-window", "3", "--eval-episodes", "1",
         "--eval-sampled-episodes", "2",
     )  # fmt: skip
@@ -101,11 +101,11 @@ def test_eval_actor_takes_the_levels_of_a_set_in_turn(tmp_path):
     levels = ("1-1", "1-2")
     port, lport, eport = procs.free_port(2), procs.free_port(), procs.free_port()
     learner = procs.learner(
-        tmp_path / "run", port, lport, "--level", ",".join(levels), "--unroll-length", "8"
-    )
+        tmp_path / "run", port, lport, "--level", ",".join(levels), "--unroll-length", "8",
+        "--no-progress-steps", "10",
+    )  # fmt: skip
     evaluator = procs.actor(
-        tmp_path, port, 1, eport, "--level", ",".join(levels), "--no-progress-steps", "10",
-        "--eval", "--eval-dir", str(tmp_path / "eval"), "--eval-interval-s", "0",
+        tmp_path, port, 1, eport, "--eval", "--eval-dir", str(tmp_path / "eval"), "--eval-interval-s", "0",
         "--eval-episodes", "1", "--eval-sampled-episodes", "0",
     )  # fmt: skip
     everyone = [learner, evaluator]

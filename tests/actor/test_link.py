@@ -12,15 +12,17 @@ from tests import procs
 
 
 def register_msg() -> wire.Register:
-    return wire.Register(
-        actor_id=3, instance_id="inst", run_id="default", env_spec={"level": "1-1"}, num_envs=1
-    )
+    return wire.Register(actor_id=3, instance_id="inst", run_id="default", num_envs=1)
 
 
 def welcome(credits: int = 2, policy_version: int = 0, **spec) -> list[bytes]:
     model_spec = {"arch": "small", **spec}
     msg = wire.Welcome(
-        credits=credits, policy_version=policy_version, unroll_length=8, model_spec=model_spec
+        credits=credits,
+        policy_version=policy_version,
+        unroll_length=8,
+        model_spec=model_spec,
+        env_spec={"level": "1-1"},
     )
     return wire.encode(msg)
 

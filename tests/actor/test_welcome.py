@@ -1,10 +1,11 @@
 """The actor builds what the learner's Welcome names, over real sockets against a ROUTER standing
-in for the learner: the network and the unroll length, and both again when a re-registration (a
-learner restarted with another config) names others."""
+in for the learner: the network, the unroll length and the envs, and all three again when a
+re-registration (a learner restarted with another config) names others."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -13,13 +14,16 @@ import pytest
 import zmq
 
 from actor.config import ActorConfig
-from actor.link import FatalRefusal, welcomed_spec
+from actor.link import FatalRefusal, check_num_actions, welcomed_specs
 from actor.main import Actor
 from common import wire
+from common.env_spec import EnvSpec
 from common.model import ActorCritic, ModelSpec
 from tests import procs
 
 SPECS = [ModelSpec(), ModelSpec(arch="nature")]  # first learner, then second
+ENVS = [EnvSpec(level="tests.fakes:Corridor-v0", frame_skip=1, no_progress_steps=20)]
+ENVS.append(dataclasses.replace(ENVS[0], frame_skip=2))
 
 
 def weights(spec: ModelSpec) -> wire.Weights:
@@ -28,13 +32,14 @@ def weights(spec: ModelSpec) -> wire.Weights:
 
 
 class FakeLearner:
-    """Answers as a learner does: a Welcome for `spec` and T, its weights, a credit per chunk."""
+    """Answers as a learner does: a Welcome for `spec`, T and `env`, its weights, a credit per
+    chunk."""
 
     def __init__(self, port: int):
         self.router = zmq.Context.instance().socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
         self.router.bind(f"tcp://127.0.0.1:{port}")
-        self.spec, self.T = SPECS[0], 4
+        self.spec, self.T, self.env = SPECS[0], 4, ENVS[0]
         self.chunks: list[wire.Chunk] = []
 
     def send(self, identity: bytes, msg: wire.Message) -> None:
@@ -50,9 +55,8 @@ class FakeLearner:
             identity, *frames = self.router.recv_multipart()
             msg = wire.decode(frames)
             if isinstance(msg, wire.Register):
-                model_spec = self.spec.to_wire()
-                self.send(identity, wire.Welcome(credits=2, policy_version=1,
-                                                 unroll_length=self.T, model_spec=model_spec))  # fmt: skip
+                self.send(identity, wire.Welcome(credits=2, policy_version=1, unroll_length=self.T,
+                    model_spec=self.spec.to_wire(), env_spec=self.env.to_wire()))  # fmt: skip
             elif isinstance(msg, wire.WeightsRequest):
                 self.send(identity, weights(self.spec))
             elif isinstance(msg, wire.Chunk):
@@ -77,38 +81,45 @@ def playing(actor: Actor, learner: FakeLearner):
     assert not player.is_alive()
 
 
-def test_a_new_learner_config_rebuilds_model_and_lanes(caplog):
+def test_a_new_learner_config_rebuilds_model_envs_and_lanes(caplog):
     port = procs.free_port(2)
     learner = FakeLearner(port)
-    level = "tests.fakes:Corridor-v0"
-    address = f"127.0.0.1:{port}"
-    actor = Actor(ActorConfig(learner=address, num_envs=3, level=level, frame_skip=1))
+    actor = Actor(ActorConfig(learner=f"127.0.0.1:{port}", num_envs=3))
     caplog.set_level(logging.WARNING, logger="actor")
     with playing(actor, learner):
         identity = learner.serve_until(lambda: len(learner.chunks) >= 3)
         assert {c.unroll_length for c in learner.chunks} == {4}
-        assert actor.model.spec == SPECS[0]
-        # the learner restarts with another T and network and no longer knows the actor
-        learner.spec, learner.T = SPECS[1], 6
+        assert actor.model.spec == SPECS[0] and actor.envs[0].spec == ENVS[0]
+        assert {c.level for c in learner.chunks} == {ENVS[0].level}
+        # the learner restarts with another T, network and frame skip and no longer knows the actor
+        learner.spec, learner.T, learner.env = SPECS[1], 6, ENVS[1]
         learner.send(identity, wire.Refuse(reason="unknown actor: register first", fatal=False))
         first_new = len(learner.chunks)
         learner.serve_until(lambda: sum(c.unroll_length == 6 for c in learner.chunks) >= 3)
         lengths = [c.unroll_length for c in learner.chunks[first_new:]]
         assert lengths[lengths.index(6) :] == [6] * (len(lengths) - lengths.index(6))
         assert actor.model.spec == SPECS[1]
+        assert len(actor.envs) == 3 and {env.spec for env in actor.envs} == {ENVS[1]}
         assert all(c.num_envs in (1, 2) and c.num_actions == 7 for c in learner.chunks)
-        assert "model and lanes rebuilt" in caplog.text
+        assert "lanes rebuilt" in caplog.text
 
 
-def test_a_network_the_actor_cannot_build_is_fatal():
-    ok = wire.Welcome(credits=1, policy_version=0, unroll_length=8, model_spec=SPECS[0].to_wire())
-    assert welcomed_spec(ok, 7) == SPECS[0]
-    for spec, words in [
-        ({**SPECS[0].to_wire(), "arch": "lstm"}, "arch must be one of"),
-        ({**SPECS[0].to_wire(), "depth": 3}, "depth"),
-        (SPECS[0].to_wire(), "num_actions is 7, this actor's action set has 12"),
+def test_a_network_or_envs_the_actor_cannot_build_are_fatal():
+    def welcome(model_spec=None, env_spec=None) -> wire.Welcome:
+        model_spec = model_spec or SPECS[0].to_wire()
+        env_spec = env_spec or ENVS[0].to_wire()
+        return wire.Welcome(credits=1, policy_version=0, unroll_length=8, model_spec=model_spec,
+                            env_spec=env_spec)  # fmt: skip
+
+    assert welcomed_specs(welcome()) == (SPECS[0], ENVS[0])
+    for bad, words in [
+        (welcome(model_spec={**SPECS[0].to_wire(), "arch": "lstm"}), "arch must be one of"),
+        (welcome(model_spec={**SPECS[0].to_wire(), "depth": 3}), "depth"),
+        (welcome(env_spec={**ENVS[0].to_wire(), "frame_skip": 0}), "frame_skip must be >= 1"),
+        (welcome(env_spec={**ENVS[0].to_wire(), "gravity": 9.8}), "unknown env spec fields"),
     ]:
-        bad = wire.Welcome(credits=1, policy_version=0, unroll_length=8, model_spec=spec)
-        with pytest.raises(FatalRefusal, match="cannot build the learner's network") as info:
-            welcomed_spec(bad, 12 if "num_actions" in words else 7)
+        with pytest.raises(FatalRefusal, match="cannot build what the learner asks for") as info:
+            welcomed_specs(bad)
         assert words in str(info.value)
+    with pytest.raises(FatalRefusal, match="network has 7 actions, its envs 12"):
+        check_num_actions(SPECS[0], 12)

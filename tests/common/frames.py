@@ -26,8 +26,14 @@ SPEC = {"level": "1-1", "frame_skip": 4, "gamma": 0.99, "color": False}
 
 def sample_messages() -> list:
     return [
-        Register(run_id="run-7", actor_id=3, instance_id="a1b2", env_spec=SPEC, num_envs=16),
-        Welcome(credits=2, policy_version=5, unroll_length=64, model_spec={"arch": "impala_cnn"}),
+        Register(run_id="run-7", actor_id=3, instance_id="a1b2", num_envs=16),
+        Welcome(
+            credits=2,
+            policy_version=5,
+            unroll_length=64,
+            model_spec={"arch": "impala_cnn"},
+            env_spec=SPEC,
+        ),
         Credit(credits=4, policy_version=0),
         Refuse(reason="env_spec mismatch: frame_skip 4 != 2", fatal=True),
         Refuse(reason="", fatal=False),

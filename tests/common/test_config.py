@@ -111,7 +111,7 @@ def test_each_process_reads_its_own_table(tmp_path: Path) -> None:
 
 
 def test_a_top_level_key_is_refused(tmp_path: Path, capsys) -> None:
-    """Both processes would read it: the learner's reward_scale and the actor's are not one."""
+    """Both processes would read it, and the two tables name different settings."""
     path = toml(tmp_path, "batch_size = 8\n[learner]\nrun_name = 'x'\n")
     assert fail(["--config", path], capsys) == [
         f"{path}: batch_size is a top-level key, which the learner and the actors would both "

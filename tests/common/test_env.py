@@ -110,28 +110,18 @@ def test_an_x_wrapped_below_zero_is_never_a_max_x():
     assert all(e.max_x < 4000 for e in played.episodes["random"])
 
 
-def test_a_stall_can_terminate_instead_and_still_reads_no_progress():
-    env = FrameEnv(EnvSpec(no_progress_steps=10, stall_terminates=True, death_penalty=5.0))
-    plain = FrameEnv(EnvSpec(no_progress_steps=10))
-    env.reset()
-    plain.reset()
-    steps = [env.step(0) for _ in range(10)]
-    same = [plain.step(0) for _ in range(10)]
-    assert not any(s.terminated or s.truncated for s in steps[:-1])
-    last = steps[-1]
-    assert last.terminated and not last.truncated
-    assert last.episode is not None and last.episode.outcome == "no_progress"
-    assert [s.reward for s in steps] == [s.reward for s in same]  # not a death: no penalty
-
-
-def test_shaping_is_off_by_default_and_scales_when_set():
-    plain, scaled = FrameEnv(EnvSpec()), FrameEnv(EnvSpec(reward_scale=0.1, reward_clip=0.5))
-    plain.reset(), scaled.reset()
-    for _ in range(30):
-        a, b = plain.step(1), scaled.step(1)
-        assert b.reward == pytest.approx(max(-0.5, min(0.5, 0.1 * a.reward)))
-    # Episode returns stay the game's own, whatever the shaping.
-    assert plain._return == pytest.approx(scaled._return)
+def test_a_death_costs_the_penalty_once_and_returns_stay_the_games():
+    """The env adds the death penalty (and flag bonus) only; scaling is the learner's loss's."""
+    plain, shaped = FrameEnv(EnvSpec()), FrameEnv(EnvSpec(death_penalty=5.0, flag_bonus=9.0))
+    plain.reset(), shaped.reset()
+    for _ in range(300):  # right into the first goomba
+        a, b = plain.step(1), shaped.step(1)
+        if a.terminated:
+            break
+        assert b.reward == a.reward
+    assert a.episode.outcome == b.episode.outcome == "death"
+    assert b.reward == a.reward - 5.0
+    assert b.episode.episode_return == a.episode.episode_return  # the game's own
 
 
 def test_episode_summary_on_gym_env():
@@ -203,9 +193,9 @@ def test_noop_starts_vary_the_first_frame_and_repeat_with_the_seed():
 
 def test_bad_spec_lists_every_problem():
     with pytest.raises(ValueError) as err:
-        FrameEnv(EnvSpec(action_set="all", frame_skip=0, reward_scale=0))
+        FrameEnv(EnvSpec(action_set="all", frame_skip=0, noop_max=-1))
     msg = str(err.value)
-    assert "action_set" in msg and "frame_skip" in msg and "reward_scale" in msg
+    assert "action_set" in msg and "frame_skip" in msg and "noop_max" in msg
 
 
 @pytest.mark.slow

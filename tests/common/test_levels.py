@@ -11,7 +11,6 @@ from common.levels import (
     ALL_STAGES,
     LevelSchedule,
     LevelSetError,
-    LevelSpread,
     level_lengths,
     parse_levels,
     progress,
@@ -79,81 +78,6 @@ def test_the_learners_weights_set_the_draws_and_levels_they_leave_out_get_their_
     np.testing.assert_allclose(s.probabilities, [1 / 3] * 3)
 
 
-def _spread_group(levels, envs, seed=0, weights=None):
-    spread = LevelSpread(len(levels), envs)
-    group = [LevelSchedule(levels, seed=(seed, i), spread=spread, slot=i) for i in range(envs)]
-    for g in group:
-        g.set_weights(weights or {})
-    return group
-
-
-def _redraw(group, steps, seed=1):
-    """Random envs of the group draw in turn; yields the levels the group plays after each."""
-    playing = [g.next_level() for g in group]
-    order = np.random.default_rng(seed)
-    for _ in range(steps):
-        i = int(order.integers(len(group)))
-        playing[i] = group[i].next_level()
-        yield i, playing
-
-
-@pytest.mark.parametrize(("levels", "envs"), [(4, 4), (4, 8), (2, 6)])
-def test_uniform_spread_plays_every_level_at_every_moment(levels, envs):
-    """A group of a multiple of the set's size: each level played by envs/levels envs after every
-    draw, in any order of the envs (each env keeps its level)."""
-    names = ALL_STAGES[:levels]
-    group = _spread_group(names, envs)
-    for _, playing in _redraw(group, 2000):
-        counts = collections.Counter(playing)
-        assert [counts[lv] for lv in names] == [envs // levels] * levels, playing
-
-
-def test_uniform_spread_over_more_levels_than_envs_plays_distinct_levels_drawn_alike():
-    names = ALL_STAGES
-    drawn = collections.Counter()
-    for i, playing in _redraw(_spread_group(names, 4), 6000):
-        assert len(set(playing)) == 4, playing
-        drawn[playing[i]] += 1
-    expected = 6000 / (32 - 3)  # each draw: uniform over the 29 levels the others leave
-    assert set(drawn) == set(names)
-    assert all(abs(n - expected) < 6 * np.sqrt(expected) for n in drawn.values()), drawn
-
-
-def test_spread_shares_the_envs_about_as_the_weights_say():
-    """Over time the share of envs on each level follows the weights, pulled a little towards
-    uniform where a level's share is not a whole number of envs."""
-    names = ("1-1", "1-2", "1-3", "1-4")
-    for envs, weights in [(6, None), (4, {"1-1": 2.0, "1-2": 1.0, "1-3": 1.0, "1-4": 1.0})]:
-        group = _spread_group(names, envs, weights=weights)
-        held = np.zeros(4)
-        for _, playing in _redraw(group, 20000):
-            held += [playing.count(lv) for lv in names]
-        share = held / held.sum()
-        p = group[0].probabilities
-        assert np.all(np.abs(share - p) < 0.04), (share, p)
-        assert np.argmax(share) == np.argmax(p) or np.ptp(p) == 0
-
-
-def test_a_spread_draw_is_in_proportion_to_how_far_each_level_is_below_its_share():
-    """Slow reference: with n envs, weights p and c[l] of the other envs on level l, the next
-    level is l with probability max(n p[l] - c[l], 0) / sum over levels of the same."""
-    names = ("1-1", "1-2", "1-3", "1-4")
-    weights = {"1-1": 4.0, "1-2": 1.0, "1-3": 3.0, "1-4": 0.0}
-    total = sum(weights.values())
-    draws = 6000
-    for envs, others in [(2, ("1-1",)), (4, ("1-1", "1-3")), (4, ("1-2", "1-3", "1-3")), (8, ())]:
-        spread = LevelSpread(len(names), envs)
-        for slot, level in enumerate(others, start=1):  # the other envs' levels, placed
-            spread.draw(slot, np.eye(len(names))[names.index(level)], np.random.default_rng(0))
-        s = LevelSchedule(names, seed=7, spread=spread, slot=0)
-        s.set_weights(weights)
-        counts = collections.Counter(s.next_level() for _ in range(draws))
-        below = {lv: max(envs * weights[lv] / total - others.count(lv), 0.0) for lv in names}
-        for lv in names:
-            p = below[lv] / sum(below.values())
-            assert abs(counts[lv] - draws * p) <= 6 * np.sqrt(draws * p * (1 - p)), (others, counts)
-
-
 def test_progress_is_max_x_over_the_measured_length_and_one_at_the_flag():
     length = level_lengths()["1-1"]
     assert progress("1-1", length // 2) == pytest.approx((length // 2) / length)
@@ -209,31 +133,6 @@ def test_an_env_builds_only_the_level_of_its_first_episode():
         first.append(level)
         env.close()
     assert set(first) != {"1-1"}  # the draws reach past the set's first level
-
-
-def test_spread_envs_of_an_actor_play_every_level_of_a_small_set_at_once():
-    """Real emulators: four envs built for World 1 with `spread` play its four levels, one
-    each, through many episodes; without it their levels are drawn apart."""
-    from common.env import build_envs
-    from common.env_spec import EnvSpec
-
-    spec = EnvSpec(level="world:1", no_progress_steps=3)
-    envs = build_envs(spec, 4, seed=5, spread=True)
-    episodes = collections.Counter()
-    for _ in range(40):
-        assert sorted(e.level for e in envs) == ["1-1", "1-2", "1-3", "1-4"]
-        for e in envs:
-            while (step := e.step(0)).episode is None:
-                pass
-            episodes[step.episode.level] += 1
-            e.reset()
-    assert set(episodes.values()) == {40}
-    for e in envs:
-        e.close()
-    apart = build_envs(spec, 4, seed=5)
-    assert len({e.level for e in apart}) < 4  # this seed's independent draws share a level
-    for e in apart:
-        e.close()
 
 
 def test_a_bad_set_is_refused_by_the_env_spec_with_every_problem():

@@ -16,6 +16,7 @@ SCRIPT = ROOT / "deploy/slurm/mario-impala.sbatch"
 WHY = slurm.unavailable()
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.rehearsal,
     pytest.mark.integration,
     pytest.mark.alone,  # a cluster on this machine, its second node in a network namespace
     pytest.mark.skipif(WHY is not None, reason=f"no Slurm here: {WHY}"),

@@ -32,6 +32,7 @@ def total(metrics: dict[str, float], name: str) -> float:
     return sum(v for k, v in metrics.items() if k == name or k.startswith(name + "{"))
 
 
+@pytest.mark.rehearsal
 def test_only_the_authorised_actor_reaches_the_learner(tmp_path):
     keys, other = tmp_path / "keys", tmp_path / "other"
     keys_script(keys, 1)  # the learner and actor 0

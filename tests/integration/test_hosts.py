@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from scripts.chaos.hosts.__main__ import unavailable
-from scripts.chaos.hosts.schedule import KINDS
+from scripts.dev.chaos.hosts.__main__ import unavailable
+from scripts.dev.chaos.hosts.schedule import KINDS
 from tests import procs
 
 WHY = unavailable()
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.rehearsal,
     pytest.mark.integration,
     pytest.mark.alone,  # network namespaces: the machine's, compared before and after
     pytest.mark.skipif(WHY is not None, reason=f"the rehearsal cannot run here: {WHY}"),

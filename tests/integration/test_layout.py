@@ -45,7 +45,7 @@ def finished_chunks(lanes: int) -> list:
 
 
 def test_an_extra_array_travels_from_the_actor_to_replay():
-    cfg = ActorConfig(level="tests.fakes:Corridor-v0", frame_skip=1)
+    cfg = ActorConfig()
     finished = finished_chunks(2)
     sent = [to_wire_chunk(cfg, "inst", i, c, LAYOUT) for i, c in enumerate(finished)]
     received = [wire.decode(wire.encode(m), layout=LAYOUT) for m in sent]
@@ -67,7 +67,7 @@ def test_an_extra_array_travels_from_the_actor_to_replay():
 
 
 def test_the_real_layout_refuses_the_extra_array_on_both_sides():
-    cfg = ActorConfig(level="tests.fakes:Corridor-v0", frame_skip=1)
+    cfg = ActorConfig()
     (finished,) = finished_chunks(1)
     with pytest.raises(wire.ProtocolError, match=r"unexpected \['extra_id'\]"):
         to_wire_chunk(cfg, "inst", 0, finished)  # the sender's check

@@ -17,7 +17,7 @@ from common.env_spec import EnvSpec
 from common.rundir import RunDir
 from scripts import report
 from tests import procs
-from tests.fakes import CORRIDOR_ACTOR_ARGS
+from tests.fakes import CORRIDOR_LEARNER_ARGS
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -41,7 +41,10 @@ def random_policy_return(episodes: int = 300) -> float:
     "replay",
     [
         ["--replay-capacity", "0"],
-        ["--replay-capacity", "512", "--replay-fraction", "0.5"],
+        pytest.param(
+            ["--replay-capacity", "512", "--replay-fraction", "0.5"],
+            marks=pytest.mark.rehearsal,  # fresh-only is make test's end-to-end run
+        ),
     ],
     ids=["fresh-only", "with-replay"],
 )
@@ -58,17 +61,18 @@ def test_two_actor_processes_learn_corridor(tmp_path, replay):
         "16",
         "--batch-chunks",
         "4",
-        "--reward-scale",
+        "--loss-reward-scale",
         "1",
-        "--reward-clip",
+        "--loss-reward-clip",
         "0",
         "--discount",
         "0.95",
         "--learning-rate",
         "5e-4",
         *replay,
+        *CORRIDOR_LEARNER_ARGS,
     )
-    actor_args = [*CORRIDOR_ACTOR_ARGS, "--num-envs", "4"]
+    actor_args = ["--num-envs", "4"]
     actors = [procs.actor(tmp_path, port, i, procs.free_port(), *actor_args) for i in range(2)]
     everyone = [learner, *actors]
     rows: list[dict] = []

@@ -8,7 +8,7 @@ from common.rundir import RunDir
 from learner import checkpoint
 from tests import procs
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.rehearsal, pytest.mark.integration]
 
 LEARNER_ARGS = [
     "--unroll-length",
@@ -23,8 +23,6 @@ LEARNER_ARGS = [
     "4",
 ]
 ACTOR_ARGS = [
-    "--level",
-    "1-1",
     "--num-envs",
     "2",
     "--heartbeat-interval-s",

@@ -35,6 +35,7 @@ PY = sys.executable
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.rehearsal,
     pytest.mark.integration,
     pytest.mark.skipif(
         shutil.which("prometheus") is None or shutil.which("promtool") is None,
@@ -211,7 +212,7 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
                     [
                         *(PY, "-m", "actor", "--learner", f"127.0.0.1:{port}"),
                         *("--actor-id", str(i), "--metrics-port", str(actor_metrics + i)),
-                        *("--num-envs", "2", "--level", LEVELS, *relayed),
+                        *("--num-envs", "2", *relayed),
                     ],
                     logs[1 + i],
                 )
@@ -232,7 +233,7 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
                 [
                     *(PY, "-m", "actor", "--learner", f"127.0.0.1:{port}", "--eval"),
                     *("--actor-id", "2", "--metrics-port", str(eval_metrics)),
-                    *("--level", "1-1", "--eval-interval-s", "1"),
+                    *("--eval-interval-s", "1"),
                     *("--eval-dir", str(tmp_path / "eval")),
                 ],
                 logs[4],

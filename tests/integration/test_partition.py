@@ -1,6 +1,6 @@
 """An actor on another host, cut off by a partition (its link down: no FIN, no RST, packets
 vanish), or with only the weight broadcast cut, with real processes in network namespaces
-(scripts/chaos/netns.py).
+(scripts/dev/chaos/netns.py).
 
 While cut off it stops stepping once its credits are spent, holding at most the chunk it was
 filling; when the link returns it streams again, and the chunks it made with weights that went
@@ -15,12 +15,13 @@ import sys
 
 import pytest
 
-from scripts.chaos import netns
+from scripts.dev.chaos import netns
 from tests import procs
 
 WHY = netns.unavailable()
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.rehearsal,
     pytest.mark.integration,
     pytest.mark.alone,  # network namespaces: the machine's, compared before and after
     pytest.mark.skipif(WHY is not None, reason=f"no network namespaces here: {WHY}"),
@@ -45,7 +46,7 @@ def scrape_in(host: netns.Host, port: int) -> dict[str, float]:
 
 def actor_argv(learner: str, actor_id: int, metrics_port: int) -> list[str]:
     return [sys.executable, "-m", "actor", "--learner", learner, "--actor-id", str(actor_id),
-            "--metrics-port", str(metrics_port), "--level", "1-1", "--num-envs", str(ENVS),
+            "--metrics-port", str(metrics_port), "--num-envs", str(ENVS),
             "--heartbeat-interval-s", "0.5", "--learner-timeout-s", "120"]  # fmt: skip
 
 

@@ -10,7 +10,7 @@ import pytest
 from tests import procs
 from tests.integration.test_mario_processes import ACTOR_ARGS, LEARNER_ARGS
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.rehearsal, pytest.mark.integration]
 
 
 def relay(log_dir, port: int, relay_port: int, metrics_port: int) -> procs.Proc:

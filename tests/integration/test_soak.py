@@ -13,7 +13,12 @@ import pytest
 from common.rundir import RunDir
 from tests import procs
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.alone]  # p99 targets
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.rehearsal,
+    pytest.mark.integration,
+    pytest.mark.alone,  # p99 targets
+]
 
 VENV = Path(sys.executable).parent.parent
 

@@ -20,12 +20,10 @@ from actor.rollout import Lane
 from common import wire
 from common.env import FrameEnv
 from common.env_spec import EnvSpec
-from common.levels import parse_levels
 from common.stacking import stack_frames
 from learner.batching import collate
 from learner.ingest import to_host
 from learner.inputs import final_previous_actions, final_stacks, previous_actions
-from learner.levels import index_table
 
 
 def run_lane(spec: EnvSpec, num_envs: int, T: int, chunks: int, seed: int):
@@ -52,8 +50,8 @@ def run_lane(spec: EnvSpec, num_envs: int, T: int, chunks: int, seed: int):
 
 
 def test_learner_stacks_equal_actor_stacks():
-    cfg = ActorConfig(level="tests.fakes:Corridor-v0", frame_skip=1)
-    spec = EnvSpec(level=cfg.level, frame_skip=1, no_progress_steps=9)
+    cfg = ActorConfig()
+    spec = EnvSpec(level="tests.fakes:Corridor-v0", frame_skip=1, no_progress_steps=9)
     finished, seen, seen_last = run_lane(spec, num_envs=3, T=7, chunks=12, seed=0)
     assert len(finished) == 12
     ended = sum(int(c.arrays["terminated"].sum() + c.arrays["truncated"].sum()) for c in finished)
@@ -88,7 +86,7 @@ def test_final_stack_is_the_real_next_observation():
         done.arrays["frames"],
     )
     assert t == 4  # five steps without progress: cut after the fifth
-    cfg = ActorConfig(level=spec.level, frame_skip=1)
+    cfg = ActorConfig()
     chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", 0, done)))
     batch = collate([to_host(chunk, 1, pin=False)], torch.device("cpu"))
     got = final_stacks(batch)[0]  # [4, H, W]
@@ -116,15 +114,14 @@ def test_mario_stacks_across_deaths_and_chunks():
 
 def test_the_learner_knows_the_level_of_every_step_the_actor_played():
     """Real emulators of a set, levels drawn anew at every episode end (some inside a chunk):
-    each step's level, as the learner's batch holds it in the learner's own set order, is the
-    level the env played at that step."""
-    cfg = ActorConfig(level="1-1,1-2")
-    spec = EnvSpec(level=cfg.level, no_progress_steps=3)  # NOOP never moves: a cut every 3 steps
+    each step's level, as the learner's batch holds it, is the level the env played at that
+    step, by its index in the run's set."""
+    cfg = ActorConfig()
+    spec = EnvSpec(level="1-1,1-2", no_progress_steps=3)  # NOOP never moves: a cut every 3 steps
     envs = [FrameEnv(spec, seed=(0, k)) for k in range(2)]
     T = 8
     lane = Lane(envs, T, envs[0].num_actions)
-    learners = ("1-2", "1-1")  # the learner names the set in another order
-    table = index_table(parse_levels(cfg.level), learners)
+    learners = spec.levels
     played, switches = [], 0
     for i in range(3):
         truth = []
@@ -133,8 +130,8 @@ def test_the_learner_knows_the_level_of_every_step_the_actor_played():
             lane.act(np.zeros(2, np.int64), np.zeros((2, lane.A), np.float32), 0)
             lane.step()
         (done,) = lane.take_finished()
-        chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", i, done)))
-        batch = collate([to_host(chunk, 4, pin=False, level_table=table)], torch.device("cpu"))
+        chunk = wire.decode(wire.encode(to_wire_chunk(cfg, "inst", i, done, level=spec.level)))
+        batch = collate([to_host(chunk, 4, pin=False)], torch.device("cpu"))
         assert batch.level.tolist() == truth  # [T, N]
         played += [lv for row in truth for lv in row]
         switches += sum(a[k] != b[k] for a, b in itertools.pairwise(truth) for k in range(2))

@@ -19,7 +19,7 @@ from learner import checkpoint
 from scripts.service import host
 from tests import procs
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.rehearsal, pytest.mark.integration]
 
 VENV = Path(sys.executable).parent.parent
 LEARNER_ARGS = (

@@ -18,7 +18,7 @@ from common.rundir import RunDir
 from learner import checkpoint
 from tests import procs
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.rehearsal, pytest.mark.integration]
 
 VENV = Path(sys.executable).parent.parent
 

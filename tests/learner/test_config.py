@@ -12,3 +12,24 @@ def test_settings_that_cannot_train_are_refused_with_the_flags_to_change():
     assert any("set --ppo-clip (e.g. 0.1) or --epochs 1" in p for p in problems)
     problems = LearnerConfig(lr_final_fraction=0.1).problems()
     assert any("set --lr-anneal-frames" in p for p in problems)
+
+
+def test_the_env_spec_is_the_learners_settings_with_the_env_specs_defaults():
+    from common.env_spec import EnvSpec
+
+    assert LearnerConfig().env_spec() == EnvSpec()
+    cfg = LearnerConfig(level="1-2", frame_skip=2, sticky_actions=0.25, death_penalty=5.0)
+    assert cfg.env_spec() == EnvSpec(
+        level="1-2", frame_skip=2, sticky_actions=0.25, death_penalty=5.0
+    )
+    problems = LearnerConfig(level="1-1,9-9", frame_size=4).problems()
+    assert any("'9-9'" in p for p in problems) and any("frame_size" in p for p in problems)
+
+
+def test_a_cutoff_below_the_unroll_length_is_refused_with_the_flags_to_change():
+    """A chunk holds one truncation per env: the cutoff must not fit twice in one."""
+    for cutoff in (1, 31):
+        problems = LearnerConfig(no_progress_steps=cutoff, unroll_length=32).problems()
+        assert any("set --no-progress-steps to 0 or >= 32" in p for p in problems), problems
+    for fine in (0, 32):
+        assert LearnerConfig(no_progress_steps=fine, unroll_length=32).problems() == []

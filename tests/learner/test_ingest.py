@@ -9,6 +9,7 @@ import pytest
 import zmq
 
 from common import wire
+from common.env_spec import EnvSpec
 from common.levels import level_lengths
 from common.metrics import LearnerMetrics
 from learner.ingest import Ingest, IngestSettings
@@ -17,18 +18,22 @@ from tests.procs import free_port
 
 T, K, A, S = 4, 2, 7, 84
 MODEL = {"arch": "nature", "num_actions": A, "stack": 4, "frame_size": S}
-ENV = {"level": "1-1", "action_set": "simple", "frame_size": S, "frame_skip": 4}
-WELCOME = wire.Welcome(credits=2, policy_version=0, unroll_length=T, model_spec=MODEL)
+ENV = EnvSpec(level="1-1,1-2", frame_size=S, frame_skip=4, no_progress_steps=0)
+WELCOME = wire.Welcome(
+    credits=2, policy_version=0, unroll_length=T, model_spec=MODEL, env_spec=ENV.to_wire()
+)
 
 
 def register(**kw) -> wire.Register:
-    fields = dict(run_id="r", actor_id=0, instance_id="i0", env_spec=ENV, num_envs=K)
+    fields = dict(run_id="r", actor_id=0, instance_id="i0", num_envs=K)
     return wire.Register(**{**fields, **kw})
 
 
 def chunk(version: int = 0, seq: int = 0, **kw) -> wire.Chunk:
     """A chunk of the learner's T, frame size and actions, from actor 0 unless `kw` says."""
-    fields = dict(actor_id=0, instance_id="i0", seq=seq, policy_version=version, episodes=())
+    fields = dict(
+        actor_id=0, instance_id="i0", seq=seq, policy_version=version, episodes=(), level=ENV.level
+    )
     return make_chunk(T=T, K=K, H=S, W=S, A=A, **{**fields, **kw})
 
 
@@ -63,7 +68,7 @@ class Client:
 def ingest_settings(**kw) -> IngestSettings:
     fields = dict(
         run_id="r",
-        env_spec={"action_set": "simple", "frame_size": S},
+        env_spec=ENV,
         model_spec=MODEL,
         unroll_length=T,
         credits_per_actor=2,
@@ -152,31 +157,16 @@ def test_a_chunk_whose_core_state_is_not_the_networks_is_rejected_and_counted(in
     wait_for(lambda: counter(ingest, "mario_learner_chunks_total", result="accepted") == 1)
 
 
-def test_unknown_actor_is_refused_and_spec_mismatch_is_fatal(ingest):
+def test_unknown_actor_is_refused_and_another_run_is_fatal(ingest):
     c = Client(ingest.port)
     c.send(chunk())
     refusal = c.recv()
     assert isinstance(refusal, wire.Refuse) and not refusal.fatal and "register" in refusal.reason
     assert len(ingest.queue) == 0
-    c.send(register(run_id="other", env_spec={**ENV, "action_set": "complex"}))
+    c.send(register(run_id="other"))
     refusal = c.recv()
     assert isinstance(refusal, wire.Refuse) and refusal.fatal
     assert "--run-id is 'other' on the actor but 'r' on the learner" in refusal.reason
-    assert "--action-set is 'complex' on the actor but 'simple' on the learner" in refusal.reason
-
-
-@pytest.mark.parametrize("cutoff", [1, T - 1])
-def test_a_cutoff_below_the_learners_unroll_length_is_refused(ingest, cutoff):
-    """The learner's T decides whether the actor's no-progress cutoff fits in a chunk."""
-    c = Client(ingest.port)
-    c.send(register(env_spec={**ENV, "no_progress_steps": cutoff}))
-    refusal = c.recv()
-    assert isinstance(refusal, wire.Refuse) and refusal.fatal
-    assert f"--no-progress-steps is {cutoff} on the actor, below the learner's " in refusal.reason
-    assert f"--unroll-length {T}" in refusal.reason
-    for fine in (0, T):  # off, or one truncation per env and chunk at most
-        c.send(register(env_spec={**ENV, "no_progress_steps": fine}))
-        assert c.recv() == WELCOME
 
 
 def test_stale_chunks_are_dropped_but_return_credit(ingest):
@@ -226,20 +216,18 @@ def test_silent_actor_is_forgotten(ingest):
     assert not ingest.actors
 
 
-def test_episodes_reach_the_level_statistics_and_foreign_levels_are_named(caplog):
+def test_episodes_reach_the_level_statistics():
     seen = []
-    settings = ingest_settings(levels=("1-1", "1-2"))
     port = free_port(2)
     ing = Ingest(
-        settings, LearnerMetrics(), lambda: 0, host="127.0.0.1", port=port, on_episode=seen.append
-    )
+        ingest_settings(), LearnerMetrics(), lambda: 0, host="127.0.0.1", port=port,
+        on_episode=seen.append,
+    )  # fmt: skip
     ing.start()
     try:
         c = Client(port)
-        with caplog.at_level("WARNING"):
-            c.send(register(env_spec={**ENV, "level": "1-2,4-1"}))
-            assert c.recv() == WELCOME
-        assert "plays 4-1, outside the learner's --level 1-1,1-2" in caplog.text
+        c.send(register())
+        assert c.recv() == WELCOME
         episode = wire.EpisodeStats(
             level="1-2", episode_return=1.0, length=3, max_x=1000, flag=False, outcome="death"
         )
@@ -254,36 +242,16 @@ def test_episodes_reach_the_level_statistics_and_foreign_levels_are_named(caplog
         ing.stop()
 
 
-def test_each_steps_level_becomes_its_index_in_the_learners_set_and_a_bad_index_is_refused(
-    caplog,
-):
-    settings = ingest_settings(levels=("1-1", "1-2"))
-    port = free_port(2)
-    ing = Ingest(settings, LearnerMetrics(), lambda: 0, host="127.0.0.1", port=port)
-    ing.start()
-    try:
-        c = Client(port)
-        c.send(register(env_spec={**ENV, "level": "1-2,4-1,1-1"}))
-        assert c.recv() == WELCOME
-        sent = chunk(levels=3)
-        assert set(np.unique(sent.arrays["level"])) == {0, 1, 2}
-        c.send(sent)
-        assert isinstance(c.recv(), wire.Credit)
-        (got,) = ing.take(1, timeout_s=2)
-        learners = np.array([1, 255, 0])  # 1-2 is the learner's 1, 4-1 outside it, 1-1 its 0
-        assert got.arrays["level"].numpy().tolist() == learners[sent.arrays["level"]].tolist()
-        bad = chunk(seq=1)
-        bad.arrays["level"][2, 1] = 3  # the actor's set has three levels
-        with caplog.at_level("WARNING"):
-            c.send(bad)
-            wait_for(
-                lambda: counter(ing, "mario_learner_messages_rejected_total", reason="spec") == 1
-            )
-        assert "names level index 3, but its set '1-2,4-1,1-1' has 3 levels" in caplog.text
-        assert isinstance(c.recv(), wire.Credit)  # its credit comes back
-        assert len(ing.queue) == 0
-    finally:
-        ing.stop()
+def test_each_steps_level_is_its_index_in_the_runs_set(ingest):
+    c = Client(ingest.port)
+    c.send(register())
+    assert c.recv() == WELCOME
+    sent = chunk(levels=2)
+    assert set(np.unique(sent.arrays["level"])) == {0, 1}
+    c.send(sent)
+    assert isinstance(c.recv(), wire.Credit)
+    (got,) = ingest.take(1, timeout_s=2)
+    assert got.arrays["level"].numpy().tolist() == sent.arrays["level"].tolist()
 
 
 def test_a_chunk_that_arrives_again_is_dropped_and_counted_once(ingest):
@@ -327,3 +295,69 @@ def test_credits_outstanding_count_grants_less_spends_and_leave_with_a_silent_ac
         a.send(wire.Heartbeat(sent_time=time.time(), policy_version=0))
         time.sleep(0.2)
     wait_for(lambda: outstanding() == 2)
+
+
+REFUSALS = ["malformed", "unknown_actor", "duplicate", "shape", "level_set", "level_index"]
+
+
+def _refused(reason: str, c: Client, port: int, episode: wire.EpisodeStats) -> Client:
+    """Send a chunk carrying `episode` that the learner refuses for `reason`; the client sent."""
+    if reason == "unknown_actor":
+        stranger = Client(port)
+        stranger.send(chunk(episodes=(episode,)))
+        return stranger
+    if reason == "malformed":
+        frames = wire.encode(chunk(episodes=(episode,)))
+        c.send([bytes(memoryview(f)) for f in frames[:-1]])  # an array frame missing
+    elif reason == "duplicate":
+        c.send(chunk(seq=0))
+        assert isinstance(c.recv(), wire.Credit)
+        c.send(chunk(seq=0, episodes=(episode,)))
+    elif reason == "shape":
+        c.send(chunk(C=16, episodes=(episode,)))  # a core state this network does not have
+    elif reason == "level_set":  # an actor of the learner's previous run
+        c.send(chunk(level="1-1", episodes=(episode,)))
+    elif reason == "level_index":
+        c.send(chunk(levels=3, episodes=(episode,)))  # indices past the run's two levels
+    return c
+
+
+@pytest.mark.parametrize("reason", REFUSALS)
+def test_a_refused_chunk_contributes_no_episode(reason):
+    """Its episodes reach neither the metrics, nor the curves (metrics.jsonl reads `episodes`,
+    episodes.jsonl `drain_episodes`), nor the level statistics (`on_episode`)."""
+    seen = []
+    port = free_port(2)
+    ing = Ingest(
+        ingest_settings(), LearnerMetrics(levels=ENV.levels), lambda: 0, host="127.0.0.1",
+        port=port, on_episode=seen.append,
+    )  # fmt: skip
+    ing.start()
+    try:
+        c = Client(port)
+        c.send(register())
+        assert c.recv() == WELCOME
+        refused = wire.EpisodeStats(
+            level="1-2", episode_return=7.0, length=9, max_x=900, flag=False, outcome="death"
+        )
+        sender = _refused(reason, c, port, refused)
+        answer = sender.recv()  # the refusal's credit back, or a Refuse to an unknown sender
+        assert isinstance(answer, wire.Refuse if reason == "unknown_actor" else wire.Credit)
+        accepted = wire.EpisodeStats(
+            level="1-1", episode_return=1.0, length=3, max_x=100, flag=False, outcome="death"
+        )
+        c.send(chunk(seq=5, episodes=(accepted,)))  # after the refused one on the same socket
+        wait_for(lambda: counter(ing, "mario_learner_chunks_total", result="accepted") >= 1)
+        assert (
+            counter(ing, "mario_learner_chunks_total", result="rejected")
+            + counter(ing, "mario_learner_chunks_total", result="duplicate")
+            == 1
+        )
+        assert seen == [accepted]
+        assert list(ing.episodes) == [accepted]
+        assert [e for _, _, e in ing.drain_episodes()] == [accepted]
+        assert counter(ing, "mario_episodes_total", level="1-2", outcome="death") == 0
+        assert counter(ing, "mario_episode_return_count", level="1-2") == 0
+        assert counter(ing, "mario_episodes_total", level="1-1", outcome="death") == 1
+    finally:
+        ing.stop()

@@ -1,4 +1,4 @@
-"""The learner's per-level statistics of training episodes, and level indices."""
+"""The learner's per-level statistics of training episodes; the wire's level weights."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from common import wire
 from common.levels import level_lengths
-from learner.levels import OUTSIDE, LevelStats, index_table
+from learner.levels import LevelStats
 
 
 def test_each_level_summarises_its_episodes_progress_and_flags():
@@ -40,12 +40,3 @@ def test_weights_travel_with_the_policy_and_bad_ones_are_refused():
     for bad in ({"1-1": -0.1}, {"1-1": float("nan")}, {"1-1": 1}, {"": 0.5}):
         with pytest.raises(wire.ProtocolError, match="level_weights"):
             wire.Weights(policy_version=3, tensors=tensors, model_spec={}, level_weights=bad)
-
-
-def test_an_actors_level_indices_become_the_learners():
-    table = index_table(("1-2", "4-1", "1-1"), ("1-1", "1-2", "1-3"))
-    assert table.dtype == np.uint8 and table.tolist() == [1, OUTSIDE, 0]
-    steps = np.array([[0, 2], [1, 0]], np.uint8)  # a chunk's level [T, K], the actor's indices
-    assert table[steps].tolist() == [[1, 0], [OUTSIDE, 1]]
-    assert index_table(("2-1", "2-2"), ()).tolist() == [0, 1]  # no set named: the actor's own
-    assert index_table(("tests.fakes:Corridor-v0",), ("tests.fakes:Corridor-v0",)).tolist() == [0]

@@ -1,6 +1,7 @@
 """--tensorboard: a real learner trained by a real actor on two levels writes event files whose
 scalars TensorBoard reads back, level by level, at the metrics log's env frames; without the
-tensorboard package the learner refuses to start and says what to install."""
+tensorboard package the learner refuses to start and says what to install. (Every declared tag
+from the gauges it names: tests/learner/test_telemetry.py.)"""
 
 from __future__ import annotations
 
@@ -11,38 +12,10 @@ import sys
 import pytest
 
 from common.rundir import RunDir
-from learner.tensorboard import INSTALL, scalars
+from learner.tensorboard import INSTALL
 from tests import procs
 
 LEVELS = "1-1,1-2"
-
-
-def test_a_metrics_row_becomes_scalars_per_level_and_their_mean():
-    row = {"time": 1.0, "env_frames": 4096, "mean_max_x": 700.0, "mean_return": None}
-    row |= {"flag_rate": 0.0, "agent_steps_per_s": 250.0, "total_loss": 1.5, "entropy": 1.9}
-    row["levels"] = {
-        "1-1": {"progress": 0.25, "flag_rate": 0.1, "weight": 0.7, "entropy": 1.2},
-        "1-2": {"progress": 0.75, "flag_rate": 0.0, "weight": 0.3},
-        "9-9": {"progress": None, "flag_rate": None, "weight": 0.0},  # no episode yet
-    }
-    assert scalars(row) == {
-        "episodes/mean_max_x": 700.0,
-        "episodes/flag_rate": 0.0,
-        "throughput/agent_steps_per_s": 250.0,
-        "loss/total": 1.5,
-        "policy/entropy": 1.9,
-        "level/1-1/progress": 0.25,
-        "level/1-1/flag_rate": 0.1,
-        "level/1-1/weight": 0.7,
-        "level/1-1/entropy": 1.2,
-        "level/1-2/progress": 0.75,
-        "level/1-2/flag_rate": 0.0,
-        "level/1-2/weight": 0.3,
-        "level/9-9/weight": 0.0,
-        "levels/mean_progress": 0.5,
-        "levels/mean_flag_rate": pytest.approx(0.05),
-    }
-    assert scalars({"time": 1.0, "env_frames": 0}) == {}  # a row of nothing yet
 
 
 def test_without_tensorboard_the_learner_refuses_and_says_what_to_install(tmp_path):

@@ -98,7 +98,7 @@ def losses_of(model: ActorCritic, batch: Batch, h: Hyper):
 
 # IMPALA's update: one optimizer step per batch on the rho-weighted policy gradient
 IMPALA = {"epochs": 1, "minibatches": 1, "ppo_clip": 0.0, "normalize_advantages": False}
-HYPER = hyper(discount=0.9, reward_scale=0.5, reward_clip=0.0, **IMPALA)
+HYPER = hyper(discount=0.9, loss_reward_scale=0.5, loss_reward_clip=0.0, **IMPALA)
 
 
 def value_of(model: ActorCritic, stack: torch.Tensor, last_action: int) -> float:
@@ -149,7 +149,7 @@ def test_final_frame_matters_only_where_truncated(model):
 def test_reward_scale_and_clip(model):
     b = on_policy(model, make_batch(1, 1, terminated=torch.tensor([[True]])))
     b = replaced(b, rewards=torch.tensor([[40.0]]))
-    vs = fwd_of(model, b, hyper(reward_scale=0.1, reward_clip=1.0)).vtrace.vs
+    vs = fwd_of(model, b, hyper(loss_reward_scale=0.1, loss_reward_clip=1.0)).vtrace.vs
     assert float(vs[0, 0]) == pytest.approx(1.0)
 
 
@@ -255,7 +255,7 @@ def test_the_pre_update_networks_targets_are_held_through_every_pass(model):
         vs = fwd.vtrace.vs
         vs_next = torch.cat([vs[1:], fwd.values[4][None]])
         ended = batch.terminated | batch.truncated
-        adv = batch.rewards * h.reward_scale + h.discount * ~ended * vs_next - fwd.values[:4]
+        adv = batch.rewards * h.loss_reward_scale + h.discount * ~ended * vs_next - fwd.values[:4]
     for _ in range(3):
         opt.zero_grad()
         reference_loss(ref, popart, batch, h, vs, adv).backward()

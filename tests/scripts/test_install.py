@@ -245,6 +245,7 @@ def venv_site(venv: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.rehearsal
 def test_box_torch_is_linked_not_copied_and_pip_cannot_harm_it(tmp_path):
     """This interpreter's torch (and only what it requires) reaches a fresh venv as links; pip
     uninstalling one of them in the venv removes links, never the interpreter's files."""
@@ -297,6 +298,7 @@ def box_python() -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.rehearsal
 @pytest.mark.integration
 def test_offline_install_from_a_wheelhouse_reuses_the_box_torch_and_trains(tmp_path):
     box_py = box_python()

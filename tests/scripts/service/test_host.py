@@ -91,7 +91,7 @@ def test_defaults_and_settings_from_the_environment():
         Host.from_env({"MARIO_N": "many", "MARIO_EVAL": "yes"})
     assert "MARIO_N='many': expected an integer" in str(e.value)
     assert "MARIO_EVAL='yes': expected true or false" in str(e.value)
-    assert Host(actor_args="--level '1-1'").resolved().problems() == [
+    assert Host(actor_args="--seed '1'").resolved().problems() == [
         "LEARNER_ARGS and ACTOR_ARGS take no single quotes"
     ]
 
