@@ -48,8 +48,8 @@ class ActorConfig:
 
     RETIRED: ClassVar[dict[str, str]] = {
         "arch": _from_learner("its network", "--arch"),
-        "last_action": _from_learner("its network", "--[no-]last-action"),
-        "input_norm": _from_learner("its network", "--[no-]input-norm"),
+        "last_action": "the network always takes the previous action now: remove it here",
+        "input_norm": "the network always normalises its input now: remove it here",
         "unroll_length": _from_learner("the unroll length", "--unroll-length"),
         **{  # every field of the env spec: --level, --frame-skip, ...
             f.name: _from_learner("its env settings", f"--{f.name.replace('_', '-')}")

@@ -23,15 +23,12 @@ import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 WORLDS = range(1, 9)
 STAGES_PER_WORLD = range(1, 5)
 ALL_STAGES: tuple[str, ...] = tuple(f"{w}-{s}" for w in WORLDS for s in STAGES_PER_WORLD)
-# How actors draw each episode's level: all alike, or by the learner's progress weights
-Schedule = Literal["uniform", "progress"]
 LENGTHS_FILE = Path(__file__).with_name("level_lengths.json")
 
 _STAGE = re.compile(r"^([1-8])-([1-4])$")

@@ -174,7 +174,7 @@ class LearnerMetrics(_Metrics):
         _M("epochs", Gauge, "mario_learner_epochs", "Passes over each batch in the last update (adapts to the data rate when enabled).", row="epochs"),
         _M("clip_fraction", Gauge, "mario_learner_clip_fraction", "Last update's share of steps whose PPO surrogate was clipped (0 when off).", row="clip_fraction"),
         _M("learning_rate", Gauge, "mario_learner_learning_rate", "The optimizer's learning rate in the last update (falls when --lr-anneal-frames is set).", row="learning_rate", tag="optimizer/learning_rate"),
-        _M("value_scale", Gauge, "mario_learner_value_scale", "PopArt's running sigma of the value targets (1 when PopArt is off).", row="value_scale"),
+        _M("value_scale", Gauge, "mario_learner_value_scale", "PopArt's running sigma of the value targets.", row="value_scale"),
         # --- episodes, as reported by the actors ---
         _M("episode_return", Histogram, "mario_episode_return", "Game return (unshaped).", ("level",), RETURN_BUCKETS, status="return {:7.1f}"),
         _M("episode_max_x", Histogram, "mario_episode_max_x", "Largest x position reached.", ("level",), MAX_X_BUCKETS, status="max x {:7.1f}"),
@@ -185,10 +185,10 @@ class LearnerMetrics(_Metrics):
         _M("recent_return", Gauge, "mario_recent_episodes_return", "Mean game return of the newest training episodes.", row="mean_return", tag="episodes/mean_return"),
         _M("recent_max_x", Gauge, "mario_recent_episodes_max_x", "Mean max x of the newest training episodes.", row="mean_max_x", tag="episodes/mean_max_x"),
         _M("recent_flag_rate", Gauge, "mario_recent_episodes_flag_rate", "Flag rate of the newest training episodes.", row="flag_rate", tag="episodes/flag_rate"),
-        # --- levels: the newest --level-window training episodes of each, and the schedule ---
+        # --- levels: the newest 50 training episodes of each (learner/levels.py WINDOW), and the draw ---
         _M("level_progress", Gauge, "mario_level_progress", "Mean progress of the level's newest training episodes (0-1).", ("level",), row="progress", tag="level/{level}/progress"),
         _M("level_flag_rate", Gauge, "mario_level_flag_rate", "Flag rate of the level's newest training episodes.", ("level",), row="flag_rate", tag="level/{level}/flag_rate"),
-        _M("level_weight", Gauge, "mario_level_schedule_weight", "The probability with which actors draw the level for an episode (its share of each actor's envs with --spread-levels).", ("level",), row="weight", tag="level/{level}/weight"),
+        _M("level_weight", Gauge, "mario_level_schedule_weight", "The probability with which actors draw the level for an episode (1 / levels: they draw uniformly).", ("level",), row="weight", tag="level/{level}/weight"),
         _M("level_advantage_std", Gauge, "mario_level_advantage_std", "Std of the level's advantages in the last update, before their normalisation (scaled reward units).", ("level",), row="advantage_std", tag="level/{level}/advantage_std"),
         _M("level_entropy", Gauge, "mario_level_policy_entropy", "The policy's mean entropy on the level's steps in the last update (nats; ln of the actions at uniform).", ("level",), row="entropy", tag="level/{level}/entropy"),
         # the mean over the set, each level with a figure alike (0 before the first)
@@ -301,7 +301,7 @@ class ActorMetrics(_Metrics):
         _M("flow_control_wait_seconds", Counter, "mario_actor_flow_control_wait_seconds", "Time blocked waiting for a send credit."),
         _M("policy_version", Gauge, "mario_actor_policy_version", "Acting policy version."),
         _M("episodes", Counter, "mario_actor_episodes", "Finished episodes.", ("level", "outcome")),
-        _M("level_probability", Gauge, "mario_actor_level_probability", "Probability with which this actor's envs draw the level of an episode (the learner's schedule; its share of the envs with --spread-levels).", ("level",)),
+        _M("level_probability", Gauge, "mario_actor_level_probability", "Probability with which this actor's envs draw the level of an episode (1 / levels: uniform).", ("level",)),
         _M("chunks_sent", Counter, "mario_actor_chunks_sent", "Chunks sent."),
         _M("reconnects", Counter, "mario_actor_reconnects", "New sessions with the learner: after a silence, or a learner that forgot this actor."),
         _M("credits", Gauge, "mario_actor_credits", "Send credits in hand."),

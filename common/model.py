@@ -16,9 +16,8 @@ first step started from, so the learner can unroll the core over the chunk as th
 The previous action matters in Super Mario Bros: a held jump button must be released before it
 jumps again, and no stack of frames shows whether it is held. Its embedding is added to the
 trunk's hidden layer before the ReLU; it starts at zero, so an untrained network ignores it.
-`ModelSpec.last_action = False` builds the network without it.
 
-Input normalisation (`ModelSpec.input_norm`, on by default): each pixel is standardised by the
+Input normalisation: each pixel is standardised by the
 running mean and variance of that pixel over the frames trained on, kept as buffers that travel
 with the weights. Mario's frames are mostly a static gray background in which Mario and the
 enemies are a few pixels; with the background near zero the first layer sees what moves.
@@ -61,8 +60,6 @@ class ModelSpec:
     num_actions: int = 7
     stack: int = 4
     frame_size: int = 84
-    last_action: bool = True  # the previous action is an input (IMPALA)
-    input_norm: bool = True  # frames are standardised per pixel by running moments
     core: Core = "none"  # recurrent core between trunk and heads
     core_size: int = 256  # its units
 
@@ -73,9 +70,17 @@ class ModelSpec:
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelSpec:
-        """A spec as `to_wire` wrote it; specs saved before `last_action` or `input_norm`
-        existed lack them (and were built without them), those before `core` had none."""
-        return cls(**{"last_action": False, "input_norm": False, **d})
+        """A spec as `to_wire` wrote it. FormerNetwork for a network of a former release without
+        the previous action or input normalisation (always on since): a spec that names either
+        as false, or one from before both (and the core) existed. A spec that names both as true
+        is this release's network."""
+        d = dict(d)
+        if "core" not in d:  # before the core, a spec lacking the two was built without them
+            d = {"last_action": False, "input_norm": False, **d}
+        lacks = [what for name, what in FORMER_SWITCHES.items() if d.pop(name, True) is not True]
+        if lacks:
+            raise FormerNetwork(f"its network lacks {' and '.join(lacks)}")
+        return cls(**d)
 
     def problems(self) -> list[str]:
         out = []
@@ -95,6 +100,17 @@ class ModelSpec:
 
     def to_wire(self) -> dict[str, str | int | float | bool]:
         return dataclasses.asdict(self)
+
+
+# Switches of former releases' networks, both always on since, by their key in a saved spec
+FORMER_SWITCHES = {
+    "last_action": "the previous action as an input",
+    "input_norm": "input normalisation",
+}
+
+
+class FormerNetwork(ValueError):
+    """A network spec of a former release that this release's network cannot load."""
 
 
 # Input normalisation: per-pixel moments over every frame seen, counted up to this many frames and
@@ -130,7 +146,7 @@ class PolicyOutput(NamedTuple):
 
 class _Trunk(nn.Module):
     """Conv layers, flattened, then one ReLU FC layer of `hidden` units (plus `extra`, [B, hidden],
-    added before the ReLU)."""
+    the previous action's embedding, added before the ReLU)."""
 
     def __init__(self, convs: list[nn.Module], stack: int, size: int, hidden: int):
         super().__init__()
@@ -140,9 +156,8 @@ class _Trunk(nn.Module):
         self.fc = nn.Linear(flat, hidden)
         self.out_features = hidden
 
-    def forward(self, x: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
-        z = self.fc(self.convs(x))
-        return F.relu(z if extra is None else z + extra)
+    def forward(self, x: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.fc(self.convs(x)) + extra)
 
 
 def _small(stack: int, size: int) -> _Trunk:
@@ -200,10 +215,9 @@ class ActorCritic(nn.Module):
         self.spec = spec
         build = {"small": _small, "nature": _nature, "resnet": _resnet}[spec.arch]
         self.trunk = build(spec.stack, spec.frame_size)
-        self.last_action: nn.Embedding | None = None
-        if spec.last_action:  # row A = no previous action
-            self.last_action = nn.Embedding(spec.num_actions + 1, self.trunk.out_features)
-            nn.init.zeros_(self.last_action.weight)
+        # the previous action's embedding, row A = none; zero, so an untrained network ignores it
+        self.last_action = nn.Embedding(spec.num_actions + 1, self.trunk.out_features)
+        nn.init.zeros_(self.last_action.weight)
         self.core: nn.LSTMCell | nn.GRUCell | None = None
         width = self.trunk.out_features  # of the heads' input
         if spec.core != "none":
@@ -212,18 +226,16 @@ class ActorCritic(nn.Module):
             width = spec.core_size
         self.policy = nn.Linear(width, spec.num_actions)
         self.value = nn.Linear(width, 1)
-        if spec.input_norm:  # in [0, 1] pixel units; mean 0, variance 1 until data arrives
-            size = (1, 1, spec.frame_size, spec.frame_size)
-            self.register_buffer("input_mean", torch.zeros(size))
-            self.register_buffer("input_var", torch.ones(size))
-            self.register_buffer("input_count", torch.zeros(()))
+        # input normalisation's moments, in [0, 1] pixel units: mean 0, variance 1 until data
+        size = (1, 1, spec.frame_size, spec.frame_size)
+        self.register_buffer("input_mean", torch.zeros(size))
+        self.register_buffer("input_var", torch.ones(size))
+        self.register_buffer("input_count", torch.zeros(()))
 
     @torch.no_grad()
     def observe_frames(self, frames: torch.Tensor, max_count: float = INPUT_NORM_MAX_COUNT) -> None:
         """Fold frames [..., H, W] uint8 into the per-pixel running moments (learner only; the
-        actors receive the moments with the weights). A no-op without `input_norm`."""
-        if not self.spec.input_norm:
-            return
+        actors receive the moments with the weights)."""
         x = frames.reshape(-1, 1, *frames.shape[-2:]).float() * (1.0 / 255.0)  # [n, 1, H, W]
         m = merge_moments(
             Moments(self.input_count, self.input_mean, self.input_var),
@@ -245,8 +257,7 @@ class ActorCritic(nn.Module):
         state: torch.Tensor | None = None,
     ) -> PolicyOutput:
         """One step: frames [B, S, H, W] uint8 (or float already in [0, 1]); last_action [B]
-        int64 in [0, A], A = none, None meaning none for every row (ignored by a spec without
-        it); state [B, C] the core's state before this step, None meaning zeros (an episode's
+        int64 in [0, A], A = none, None meaning none for every row; state [B, C] the core's state before this step, None meaning zeros (an episode's
         first step). Resetting the state where an episode starts is the caller's."""
         x = self.features(frames, last_action)  # [B, F]
         if state is None:
@@ -297,36 +308,13 @@ class ActorCritic(nn.Module):
             x = frames.float() * (1.0 / 255.0)
         else:
             x = frames.float()
-        if self.spec.input_norm:  # the static background goes to ~0; what moves stands out
-            x = (x - self.input_mean) / (self.input_var.sqrt() + INPUT_NORM_STD_FLOOR)
-        extra = None
-        if self.last_action is not None:
-            if last_action is None:
-                last_action = torch.full(
-                    (x.shape[0],), self.spec.num_actions, dtype=torch.long, device=x.device
-                )
-            extra = self.last_action(last_action)  # [B, F]
-        return self.trunk(x, extra)  # [B, F]
-
-
-def orthogonal_init(model: ActorCritic, policy_gain: float = 0.01) -> None:
-    """Re-initialise `model`'s conv and linear layers as the on-policy studies recommend
-    (Andrychowicz et al. 2021, "What Matters in On-Policy RL", Sec. 3.2): orthogonal weights
-    with gain sqrt(2) (ReLU) in the trunk, 1 for the value head and `policy_gain` (0.01) for the
-    policy head, so the first policy is near-uniform whatever the inputs' scale; every bias 0.
-    The embedding of the previous action stays zero and the recurrent cell keeps torch's own
-    initialisation. The learner calls it before the first update; weights reach actors as any.
-    Plain stacks only: a ResNet's residual sums grow under these gains (ValueError)."""
-    if model.spec.arch == "resnet":
-        raise ValueError("orthogonal_init is for the small and nature networks, not the ResNet")
-    relu = nn.init.calculate_gain("relu")
-    for layer in model.trunk.modules():
-        if isinstance(layer, nn.Conv2d | nn.Linear):
-            nn.init.orthogonal_(layer.weight, gain=relu)
-            nn.init.zeros_(layer.bias)
-    for layer, gain in ((model.policy, policy_gain), (model.value, 1.0)):
-        nn.init.orthogonal_(layer.weight, gain=gain)
-        nn.init.zeros_(layer.bias)
+        # the static background goes to ~0; what moves stands out
+        x = (x - self.input_mean) / (self.input_var.sqrt() + INPUT_NORM_STD_FLOOR)
+        if last_action is None:
+            last_action = torch.full(
+                (x.shape[0],), self.spec.num_actions, dtype=torch.long, device=x.device
+            )
+        return self.trunk(x, self.last_action(last_action))  # [B, F]
 
 
 class DeviceUnavailable(RuntimeError):

@@ -5,7 +5,8 @@ process's life, makes a second learner refuse to start. Checkpoints and the `lat
 replaced whole (common/rundir.py's `atomic_write`), so a crash never leaves a torn file; the
 newest `keep` are kept. A checkpoint holds the learner (network, optimizer, PopArt, counters),
 the run's totals, the network's spec and the config; a learner resumes only from one whose
-network is the one its config describes.
+network is the one its config describes, and never from one of a former release whose network or
+value normalisation this release no longer builds.
 """
 
 from __future__ import annotations
@@ -19,10 +20,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from common.model import ModelSpec
+from common.model import FormerNetwork, ModelSpec
 from common.rundir import RunDir, atomic_write, temp_files
-from learner.popart import PopArt
-from learner.return_norm import ReturnNorm
 from learner.update import Learner
 
 log = logging.getLogger(__name__)
@@ -121,7 +120,7 @@ def learner_state(learner: Learner, totals: Totals, config: dict[str, Any]) -> d
         "env_frames": totals.env_frames,
         "agent_steps": totals.agent_steps,
         "model_spec": learner.model.spec.to_wire(),
-        **({learner.value_norm.KEY: learner.value_norm.state_dict()} if learner.value_norm else {}),
+        "popart": learner.popart.state_dict(),
         "config": config,
         "saved_at": time.time(),
     }
@@ -137,51 +136,49 @@ def _spec_difference(saved: ModelSpec, asked: ModelSpec) -> str:
         flag = name.replace("_", "-")
         if name == "num_actions":
             fix = "the checkpoint's --action-set"
-        elif isinstance(have, bool):
-            fix = f"--{'' if have else 'no-'}{flag}"
         else:
             fix = f"--{flag} {have}"
         out.append(f"{name} is {have!r} there, {want!r} here ({fix})")
     return "; ".join(out)
 
 
-# A checkpoint's value normalisation, by the key its state is saved under (None: no key):
-# its name and the flags that ask for it.
-_NORMS = {
-    **{norm.KEY: (norm.NAME, norm.FLAGS) for norm in (PopArt, ReturnNorm)},
-    None: ("no value normalisation", "--no-popart (and no --return-norm)"),
-}
+def _former_release(state: dict[str, Any]) -> str | None:
+    """Why a checkpoint is one of a former release that this release cannot resume, or None."""
+    try:
+        ModelSpec.from_dict(state.get("model_spec") or {})
+    except FormerNetwork as exc:
+        return str(exc)
+    if "popart" not in state:
+        return "its value head was trained without PopArt"
+    return None
 
 
 def resume(run: RunDir, learner: Learner, device: torch.device) -> Totals:
     """Load the run's newest checkpoint into `learner`; the run's totals (zero without one).
 
-    SystemExit, naming the flags to change, for a checkpoint of another network or of another
-    value normalisation (PopArt, return normalisation or none)."""
+    SystemExit, naming the flags to change, for a checkpoint of another network; SystemExit for
+    one of a former release (a network without the previous action or input normalisation, value
+    targets without PopArt), which this release cannot resume."""
     path = latest_path(run)
     if path is None:
         log.info("no checkpoint in %s: starting fresh", run.root)
         return Totals()
     state = load(path, device)
-    saved, spec = ModelSpec.from_dict(state.get("model_spec") or {}), learner.model.spec
+    if why := _former_release(state):
+        raise SystemExit(
+            f"learner: checkpoint {path} was written by an older release ({why}, which this "
+            "release always has) and cannot be resumed: start a new --run-dir"
+        )
+    saved, spec = ModelSpec.from_dict(state["model_spec"]), learner.model.spec
     if saved != spec:
         raise SystemExit(
             f"learner: checkpoint {path} holds another network than the config asks for: "
             f"{_spec_difference(saved, spec)}; resume it with the checkpoint's flags or use "
             "another --run-dir"
         )
-    saved_norm = next((k for k in _NORMS if k in state), None)
-    norm = learner.value_norm.KEY if learner.value_norm is not None else None
-    if saved_norm != norm:
-        raise SystemExit(
-            f"learner: checkpoint {path} was trained with {_NORMS[saved_norm][0]}, this config "
-            f"asks for {_NORMS[norm][0]} (its value head predicts values in other units); "
-            f"resume it with {_NORMS[saved_norm][1]} or use another --run-dir"
-        )
     learner.model.load_state_dict(state["model"])
     learner.optimizer.load_state_dict(state["optimizer"])
-    if learner.value_norm is not None:
-        learner.value_norm.load_state_dict(state[norm])
+    learner.popart.load_state_dict(state["popart"])
     learner.updates = int(state["policy_version"])
     learner.sgd_steps = int(state.get("sgd_steps", learner.updates))
     log.info("resumed from %s at policy version %d", path.name, learner.updates)

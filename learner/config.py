@@ -22,19 +22,12 @@ from common.config import (
 )
 from common.config import option as _f
 from common.env_spec import ACTION_SETS, ActionSet, EnvSpec
-from common.levels import Schedule, parse_levels
+from common.levels import parse_levels
 from common.model import Arch, Core, ModelSpec
 from learner import tensorboard
 from learner.batch_size import BatchSize
 
-WeightsDtype = Literal["float32", "float16"]
 Precision = Literal["fp32", "bf16"]
-Init = Literal["torch", "orthogonal"]  # the network's weights before the first update
-# When an update computes its value targets and advantages: at every optimizer step with the
-# current network (IMPALA's V-trace), or once per batch before its passes (Sample Factory's APPO)
-TargetsWhen = Literal["step", "batch"]
-# Over what advantages are normalised: each minibatch as a whole, or each level's steps in it
-AdvantageNormBy = Literal["minibatch", "level"]
 
 
 @dataclass(frozen=True)
@@ -45,15 +38,11 @@ class LearnerConfig:
     host: str = _f("127.0.0.1", "address to bind: PORT (chunks) and PORT+1 (weights)")
     port: Annotated[int, Ge(1), Le(65534)] = _f(5555, "ROUTER port for actors; weights on PORT+1")
     curve_dir: str = _f("", "CURVE keys: learner.key_secret, authorized/*.key (empty = off)")
-    insecure: bool = _f(False, "allow a non-loopback --host without --curve-dir (anyone connects)")
+    insecure: bool = _f(False, "allow a non-loopback --host without CURVE (anyone connects)")
     metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
     metrics_port: Port = _f(9000, "port of the /metrics HTTP server (0 = off)")
     # ---- the env spec, sent to every actor in its Welcome (common/env_spec.py has the defaults)
     level: str = _f(EnvSpec.level, "the run's levels: 1-1 | 1-1,1-2 | world:1 | all | a Gym id")
-    level_schedule: Schedule = _f("uniform", "how actors draw each episode's level from the set")
-    schedule_temperature: Positive = _f(1.0, "progress schedule: rank temperature beta (PLR)")
-    schedule_staleness: UnitInterval = _f(0.1, "progress schedule: staleness share rho (PLR)")
-    level_window: PositiveInt = _f(50, "episodes per level behind its progress and flag rate")
     action_set: ActionSet = _f(EnvSpec.action_set, "buttons the agent may press (its actions)")
     frame_size: PositiveInt = _f(EnvSpec.frame_size, "observation size in pixels (square)")
     frame_skip: PositiveInt = _f(EnvSpec.frame_skip, "NES frames per agent step")
@@ -71,9 +60,6 @@ class LearnerConfig:
     )
     # ---- the network, likewise sent in the Welcome
     arch: Arch = _f("small", "network, sent to the actors at registration")
-    last_action: bool = _f(True, "the policy also sees its previous action (IMPALA)")
-    input_norm: bool = _f(True, "standardise each pixel by running moments (sent with the weights)")
-    init: Init = _f("torch", "weights at the start: torch's defaults | orthogonal (small policy)")
     core: Core = _f("none", "recurrent core between trunk and heads: none | lstm | gru")
     core_size: PositiveInt = _f(256, "units of the recurrent core")
     precision: Precision = _f("fp32", "the network's training precision: fp32 | bf16 (autocast)")
@@ -84,49 +70,27 @@ class LearnerConfig:
     batch_chunks: PositiveInt | None = _f(None, "sets --min- and --max-batch-chunks (none = unset)")
     learning_rate: Positive = _f(1e-3, "Adam learning rate (at the start, when annealed)")
     lr_anneal_frames: Count = _f(0, "anneal the rate linearly over this many env frames (0 = off)")
-    lr_final_fraction: UnitInterval = _f(
-        0.0, "annealed: the rate's share of --learning-rate at the end"
-    )
-    adam_eps: Positive = _f(1e-5, "Adam epsilon")
+    lr_final_fraction: UnitInterval = _f(0.0, "annealed: the end rate's share of the start's")
     discount: UnitInterval = _f(0.9, "discount factor gamma")
     loss_reward_scale: Positive = _f(0.1, "the loss multiplies each step's reward by this ...")
     loss_reward_clip: NonNegative = _f(0.0, "... then clips it to +-this (0 = off)")
     baseline_cost: NonNegative = _f(0.5, "weight of the value loss")
     entropy_cost: NonNegative = _f(0.01, "weight of the entropy bonus")
     max_grad_norm: Positive = _f(40.0, "clip the global gradient norm to this")
-    clip_rho_threshold: Positive = _f(1.0, "V-trace rho-bar")
-    clip_pg_rho_threshold: Positive = _f(1.0, "V-trace rho-bar of the policy gradient")
     vtrace_lambda: Annotated[float, Gt(0), Le(1)] = _f(1.0, "V-trace's lambda (GAE's on policy)")
-    targets: TargetsWhen = _f("batch", "targets: batch = once an update | step = every SGD step")
     epochs: PositiveInt = _f(4, "passes over each batch (a GPU learner that waits adds more)")
     max_epochs: PositiveInt = _f(8, "passes a GPU learner that waits for data may make")
     minibatches: PositiveInt = _f(2, "optimizer steps per pass, each on a share of the sequences")
     ppo_clip: NonNegative = _f(0.1, "clip pi/mu to [1/(1+c), 1+c] in APPO's surrogate (0 = off)")
     normalize_advantages: bool = _f(True, "advantages to zero mean, unit std per minibatch")
-    advantage_norm_by: AdvantageNormBy = _f(
-        "minibatch", "normalise advantages over the minibatch | per level within it"
-    )
-    popart: bool = _f(True, "normalise value targets with PopArt")
-    popart_beta: Annotated[float, Gt(0), Le(1)] = _f(3e-3, "step size of PopArt's target moments")
-    return_norm: bool = _f(False, "normalise value targets by all-history moments (--no-popart)")
     replay_capacity: Count = _f(2048, "prioritized replay size in sequences (0 = off)")
     replay_fraction: Annotated[float, Ge(0), Lt(1)] = _f(0.0, "share of each batch from replay")
-    replay_alpha: NonNegative = _f(0.6, "priority exponent alpha: P(i) ~ p_i^alpha")
-    replay_beta: UnitInterval = _f(0.4, "initial importance-weight exponent beta, to 1")
-    replay_beta_anneal_updates: PositiveInt = _f(100_000, "updates over which beta reaches 1")
-    replay_max_sample_insert_ratio: Positive = _f(8.0, "sequences trained on per fresh one")
-    replay_min_size: Count = _f(64, "sequences in replay before it is sampled")
     max_policy_lag: Count = _f(50, "drop chunks of a policy more updates old than this")
     queue_chunks: PositiveInt = _f(8, "ingest queue capacity; full, it stops granting credits")
     credits_per_actor: PositiveInt = _f(2, "chunks an actor may have in flight")
-    publish_every_updates: PositiveInt = _f(1, "broadcast weights after this many updates ...")
-    publish_interval_s: NonNegative = _f(0.5, "... but no more often than this")
-    weights_dtype: WeightsDtype = _f("float32", "dtype of broadcast weights")
     checkpoint_interval_s: Positive = _f(300.0, "seconds between checkpoints (and on SIGTERM)")
-    keep_checkpoints: PositiveInt = _f(3, "newest checkpoints kept in run_dir/checkpoints")
     heartbeat_interval_s: Positive = _f(1.0, "seconds between heartbeats to actors")
     actor_timeout_s: Positive = _f(15.0, "forget an actor silent this long")
-    max_updates: Count = _f(0, "stop after this many updates (0 = run until stopped)")
     train_frames: Count = _f(0, "stop at this many env frames, the run's length (0 = never)")
     tensorboard: bool = _f(False, "also write the curves as TensorBoard scalars in RUN/tensorboard")
     status_interval_s: NonNegative = _f(0.0, "print a status line to stderr this often (0 = off)")
@@ -147,8 +111,6 @@ class LearnerConfig:
             arch=self.arch,
             num_actions=self.num_actions,
             frame_size=self.frame_size,
-            last_action=self.last_action,
-            input_norm=self.input_norm,
             core=self.core,
             core_size=self.core_size,
         )
@@ -182,24 +144,12 @@ class LearnerConfig:
         out += curve.learner_problems(self.curve_dir)
         if self.tensorboard:
             out += tensorboard.problems()
-        if self.replay_capacity and self.replay_min_size > self.replay_capacity:
-            out.append(
-                f"replay_min_size ({self.replay_min_size}) must be <= replay_capacity "
-                f"({self.replay_capacity})"
-            )
         if self.max_epochs < self.epochs:
             out.append(f"max_epochs ({self.max_epochs}) must be >= epochs ({self.epochs})")
         if self.epochs > 1 and self.ppo_clip == 0:
             out.append(
                 f"epochs = {self.epochs} reuses each batch without a trust region: set --ppo-clip "
                 "(e.g. 0.1) or --epochs 1"
-            )
-        if self.init == "orthogonal" and self.arch == "resnet":
-            out.append("init orthogonal is for the small and nature networks: --init torch here")
-        if self.popart and self.return_norm:
-            out.append(
-                "popart and return_norm both normalise the value targets: pick one "
-                "(--no-popart --return-norm, or leave out --return-norm)"
             )
         if self.lr_final_fraction and not self.lr_anneal_frames:
             out.append(

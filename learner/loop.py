@@ -20,7 +20,7 @@ import zmq
 from common import config as config_io
 from common import curve
 from common.metrics import LearnerMetrics
-from common.model import ActorCritic, orthogonal_init, resolve_device
+from common.model import ActorCritic, resolve_device
 from common.rundir import RunDir
 from learner import checkpoint, lr_schedule, reuse
 from learner.batch_size import chunks_to_take
@@ -29,15 +29,19 @@ from learner.checkpoint import Totals
 from learner.config import LearnerConfig
 from learner.ingest import HostChunk, Ingest, IngestSettings
 from learner.levels import LevelStats
-from learner.mixing import ReplayMixer
-from learner.popart import PopArt
+from learner.mixing import MAX_SAMPLE_INSERT_RATIO, ReplayMixer
 from learner.publisher import Publisher
-from learner.return_norm import ReturnNorm
 from learner.telemetry import Telemetry
 from learner.tensorboard import ScalarLog
-from learner.update import Hyper, Learner, ValueNorm
+from learner.update import Hyper, Learner
 
 log = logging.getLogger("learner")
+
+# Weights go out after every update, but no more often than this (each actor applies only the
+# newest version it has)
+PUBLISH_INTERVAL_S = 0.5
+# Adam's epsilon
+ADAM_EPS = 1e-5
 
 
 class RunTrained(Exception):
@@ -57,20 +61,12 @@ def training_device(name: str) -> torch.device:
 
 def build_training(cfg: LearnerConfig, device: torch.device) -> tuple[Learner, ReplayMixer | None]:
     """The model, optimizer and replay mixer that `cfg` describes, on `device`, untrained."""
-    model = ActorCritic(cfg.model_spec())
-    if cfg.init == "orthogonal":
-        orthogonal_init(model)
-    model = model.to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=cfg.adam_eps)
-    value_norm: ValueNorm | None = None
-    if cfg.popart:
-        value_norm = PopArt(model.value, cfg.popart_beta, device=device)
-    elif cfg.return_norm:
-        value_norm = ReturnNorm(device=device)
+    model = ActorCritic(cfg.model_spec()).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=ADAM_EPS)
     mixer = None
     if cfg.replay_capacity and cfg.replay_fraction > 0:
         mixer = ReplayMixer.create(cfg, device)
-    return Learner(model, optimizer, Hyper.from_config(cfg), value_norm, seed=cfg.seed), mixer
+    return Learner(model, optimizer, Hyper.from_config(cfg), seed=cfg.seed), mixer
 
 
 class TrainLoop:
@@ -120,7 +116,8 @@ class TrainLoop:
         self.reuse_limits = reuse.ReuseLimits(
             min_epochs=cfg.epochs,
             max_epochs=cfg.max_epochs,
-            max_sample_insert_ratio=cfg.replay_max_sample_insert_ratio,
+            # the sample:insert limit is replay's; fresh data alone is not rate-limited
+            max_sample_insert_ratio=MAX_SAMPLE_INSERT_RATIO if self.mixer else None,
             sequences_per_fresh=1.0 + replayed,
         )
         self.epochs = cfg.epochs
@@ -148,13 +145,7 @@ class TrainLoop:
         if cfg.curve_dir:
             self.curve = curve.CurveServer.start(cfg.curve_dir, context)
             log.info("CURVE on: %d authorised actor keys", self.curve.authorized_keys)
-        self.levels = LevelStats(
-            cfg.levels,
-            cfg.level_schedule,
-            cfg.level_window,
-            cfg.schedule_temperature,
-            cfg.schedule_staleness,
-        )
+        self.levels = LevelStats(cfg.levels)
         self.ingest = Ingest(
             settings,
             self.metrics,
@@ -166,11 +157,7 @@ class TrainLoop:
             on_episode=lambda e: self.levels.add(e.level, e.max_x, e.flag),
         )
         self.publisher = Publisher(
-            self.ingest.publish,
-            model_spec,
-            cfg.weights_dtype,
-            self.levels.weights,
-            self.metrics.weights_publish_cpu_seconds.inc,
+            self.ingest.publish, model_spec, self.metrics.weights_publish_cpu_seconds.inc
         )
         self.telemetry = Telemetry(
             self.metrics,
@@ -185,7 +172,7 @@ class TrainLoop:
 
     def save_checkpoint(self) -> Path:
         state = checkpoint.learner_state(self.learner, self.totals, config_io.to_dict(self.cfg))
-        path = checkpoint.save(self.run_dir, state, self.learner.updates, self.cfg.keep_checkpoints)
+        path = checkpoint.save(self.run_dir, state, self.learner.updates)
         self.telemetry.checkpointed()
         log.info("checkpoint %s", path.name)
         return path
@@ -211,13 +198,9 @@ class TrainLoop:
         self.ingest.start()
         self.publisher.offer(self.learner.updates, self.model)
         last_publish = last_checkpoint = time.monotonic()
-        since_publish = 0
         log.info("listening on %s:%d (weights on %d), device %s",
                  cfg.host, cfg.port, cfg.port + 1, self.device)  # fmt: skip
         while not self.stopping.is_set():
-            if cfg.max_updates and self.learner.updates >= cfg.max_updates:
-                log.info("reached max_updates=%d", cfg.max_updates)
-                break
             if self.trained():
                 log.info(
                     "the run is trained: %d env frames of --train-frames %d; stopping",
@@ -265,13 +248,10 @@ class TrainLoop:
                     wait_s=compute_start - wait_start,
                     compute_s=compute_s,
                 )
-            since_publish, now = since_publish + 1, time.monotonic()
-            if (
-                since_publish >= cfg.publish_every_updates
-                and now - last_publish >= cfg.publish_interval_s
-            ):
+            now = time.monotonic()
+            if now - last_publish >= PUBLISH_INTERVAL_S:
                 self.publisher.offer(self.learner.updates, self.model)
-                last_publish, since_publish = now, 0
+                last_publish = now
             if now - last_checkpoint >= cfg.checkpoint_interval_s:
                 self.save_checkpoint()
                 last_checkpoint = now

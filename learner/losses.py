@@ -1,5 +1,5 @@
-"""Policy-loss math for sample reuse: the clipped surrogate and advantage normalisation, over a
-minibatch or per group (a run's levels).
+"""Policy-loss math for sample reuse: the clipped surrogate and advantage normalisation; and
+moments per group (a run's levels), which the update reports.
 
 Pure functions of tensors; shapes are time-major `[T, B]` (any shape works elementwise).
 
@@ -87,33 +87,16 @@ def group_moments(sums: Tensor) -> GroupMoments:
     return GroupMoments(count.float(), mean.float(), std.float())
 
 
-def normalize_advantages(
-    advantages: Tensor, groups: Tensor | None = None, eps: float = 1e-8
-) -> Tensor:
+def normalize_advantages(advantages: Tensor, eps: float = 1e-8) -> Tensor:
     """(A - mean A) / (std A + eps) over every element: the policy step's scale no longer depends
     on the reward's (as PPO implementations and Sample Factory do per minibatch).
 
-    With `groups`, each group's elements are normalised by their own mean and std, so that every
-    group (a level of the run's set) weighs alike in the policy step however large its
-    advantages are, as multi-task PopArt does per task (Hessel et al. 2019, "Multi-task Deep
-    Reinforcement Learning with PopArt"). One group is the plain normalisation.
-
     Args:
-        advantages: [T, B]; an element alone in its group (or in the minibatch) becomes 0.
-        groups: [T, B] integer group of each element, in [0, MAX_GROUPS), or None.
+        advantages: [T, B]; a lone element becomes 0.
     Returns:
         [T, B], detached.
     """
     adv = advantages.detach()
-    if groups is None:
-        if adv.numel() < 2:
-            return torch.zeros_like(adv)
-        return (adv - adv.mean()) / (adv.std(unbiased=False) + eps)
-    if groups.shape != adv.shape:
-        raise ValueError(
-            f"groups {list(groups.shape)} must have the advantages' shape {list(adv.shape)}"
-        )
-    m = group_moments(group_sums(adv, groups))
-    g = groups.long()
-    out = (adv - m.mean[g].to(adv.dtype)) / (m.std[g].to(adv.dtype) + eps)
-    return torch.where(m.count[g] < 2, torch.zeros_like(out), out)
+    if adv.numel() < 2:
+        return torch.zeros_like(adv)
+    return (adv - adv.mean()) / (adv.std(unbiased=False) + eps)

@@ -11,6 +11,9 @@ Rate limiter (after Reverb's SampleToInsertRatio): the ratio of sequences sample
 inserted may not exceed `max_sample_insert_ratio`. When a batch would exceed it, or the buffer
 holds fewer than `min_size` sequences, the learner **skips** replay for that batch and trains on
 fresh data alone; it never blocks waiting for data to replay, and each skip is counted.
+
+A run chooses whether to replay and how much (--replay-capacity, --replay-fraction); the rest are
+the constants below, PER's (Schaul et al. 2016, Sec. 3.4) and the limiter's.
 """
 
 from __future__ import annotations
@@ -21,6 +24,12 @@ import torch
 
 from learner.batching import Batch, concat, from_sequences, sequence_example, to_sequences
 from learner.replay import PrioritizedReplay, check_fits, estimate_bytes
+
+ALPHA = 0.6  # priority exponent: P(i) ~ p_i^alpha
+BETA = 0.4  # importance-weight exponent at the start, annealed linearly to 1 ...
+BETA_ANNEAL_UPDATES = 100_000  # ... over this many updates
+MIN_SIZE = 64  # sequences in replay before it is sampled (a smaller buffer: once full)
+MAX_SAMPLE_INSERT_RATIO = 8.0  # sequences trained on per fresh one, at most
 
 
 class Mixed(NamedTuple):
@@ -59,14 +68,14 @@ class ReplayMixer:
         check_fits(
             estimate_bytes(example, cfg.replay_capacity), device, capacity=cfg.replay_capacity
         )
-        replay = PrioritizedReplay(cfg.replay_capacity, cfg.replay_alpha, cfg.replay_beta, device)
+        replay = PrioritizedReplay(cfg.replay_capacity, ALPHA, BETA, device)
         return cls(
             replay,
             fraction=cfg.replay_fraction,
-            max_sample_insert_ratio=cfg.replay_max_sample_insert_ratio,
-            min_size=cfg.replay_min_size,
-            beta0=cfg.replay_beta,
-            beta_anneal_updates=cfg.replay_beta_anneal_updates,
+            max_sample_insert_ratio=MAX_SAMPLE_INSERT_RATIO,
+            min_size=min(MIN_SIZE, cfg.replay_capacity),
+            beta0=BETA,
+            beta_anneal_updates=BETA_ANNEAL_UPDATES,
         )
 
     @property

@@ -18,6 +18,10 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+# The step size of the target moments: each optimizer step moves them 0.3% of the way to its
+# targets' moments
+BETA = 3e-3
+
 
 class Stats(NamedTuple):
     mean: Tensor  # [] mu, first moment of the value targets
@@ -71,14 +75,10 @@ def denormalize(normalized: Tensor, stats: Stats, min_sigma: float) -> Tensor:
 class PopArt:
     """The learner's running statistics and the value layer they rescale."""
 
-    KEY = "popart"  # of its state in a checkpoint
-    NAME = "PopArt"
-    FLAGS = "--popart"  # that ask for it
-
     def __init__(
         self,
         layer: nn.Linear,
-        beta: float,
+        beta: float = BETA,
         min_sigma: float = 1e-4,
         device: torch.device | str = "cpu",
     ):

@@ -10,7 +10,8 @@ a time between those two signals, after every update:
   to spare; one pass more;
 - a full batch already waiting when the update ends: the learner is behind; one pass fewer;
 - never below `min_epochs` (the configured `--epochs`: what the recipe needs), never above
-  `max_epochs` nor above what the sample:insert limit allows (passes x sequences per fresh one).
+  `max_epochs` nor, with replay, above what its sample:insert limit allows (passes x sequences
+  per fresh one).
 
 The train loop adapts only on a GPU: a CPU learner's waiting time is CPU time its actors use on
 the same cores, not idle hardware, so there it keeps `--epochs`.
@@ -27,16 +28,19 @@ from typing import NamedTuple
 class ReuseLimits(NamedTuple):
     min_epochs: int  # the configured --epochs
     max_epochs: int  # the configured --max-epochs
-    max_sample_insert_ratio: float  # sequences trained on per fresh sequence, at most
+    max_sample_insert_ratio: float | None  # sequences trained on per fresh one (None: no replay)
     sequences_per_fresh: float  # sequences in a batch per fresh one (1 + replayed share)
     wait_share_up: float = 0.2  # add a pass when the loop waited more than this share
 
 
 def epoch_cap(limits: ReuseLimits) -> int:
-    """The most passes the limits allow: max_epochs, and passes x sequences_per_fresh within the
-    sample:insert ratio (never below min_epochs)."""
-    by_ratio = math.floor(limits.max_sample_insert_ratio / limits.sequences_per_fresh + 1e-9)
-    return max(limits.min_epochs, min(limits.max_epochs, by_ratio))
+    """The most passes the limits allow: max_epochs, and with replay passes x sequences_per_fresh
+    within its sample:insert ratio (never below min_epochs)."""
+    cap = limits.max_epochs
+    if limits.max_sample_insert_ratio is not None:
+        by_ratio = math.floor(limits.max_sample_insert_ratio / limits.sequences_per_fresh + 1e-9)
+        cap = min(cap, by_ratio)
+    return max(limits.min_epochs, cap)
 
 
 def next_epochs(

@@ -131,7 +131,7 @@ class Telemetry:
         """The last update's losses, the rates and replay's and the levels' state: as gauges, as a
         row of RUN/metrics.jsonl and as TensorBoard scalars, each where common/metrics.py says."""
         eps, entropy = list(self.ingest.episodes), float(stats.entropy)
-        norm, sps = self.learner.value_norm, self.rate.rate()
+        sps = self.rate.rate()
         figures: dict[str, Figure] = {
             "policy_version": self.learner.updates,
             "run_env_frames": totals.env_frames,
@@ -152,7 +152,7 @@ class Telemetry:
             "grad_norm": float(stats.grad_norm),
             "clip_fraction": float(stats.clip_fraction),
             "epochs": stats.epochs,
-            "value_scale": norm.scale() if norm is not None else 1.0,
+            "value_scale": self.learner.popart.scale(),
             "learning_rate": self.learner.learning_rate,
         }
         figures |= self._replay_figures() | self._level_figures(stats)
@@ -183,7 +183,7 @@ class Telemetry:
         and policy entropy (None: no figure), and the means over the set."""
         if self.levels is None:
             return {}
-        summary, weights = self.levels.summary(), self.levels.weights()
+        summary = self.levels.summary()
         steps, adv_std = stats.level_steps.tolist(), stats.level_advantage_std.tolist()
         entropy = stats.level_entropy.tolist()
         names = ("level_progress", "level_flag_rate", "level_weight")
@@ -192,7 +192,7 @@ class Telemetry:
         for i, (level, s) in enumerate(summary.items()):  # i: the learner's set order
             out["level_progress"][level] = s.progress
             out["level_flag_rate"][level] = s.flag_rate
-            out["level_weight"][level] = weights.get(level, 1.0 / len(summary))
+            out["level_weight"][level] = 1.0 / len(summary)  # actors draw levels uniformly
             out["level_advantage_std"][level] = adv_std[i] if steps[i] >= 2 else None
             out["level_entropy"][level] = entropy[i] if steps[i] >= 1 else None
         return out | {

@@ -6,15 +6,18 @@ frame size, A the number of actions. The batch holds the arrays of common/chunk.
 sequence (learner/batching.py), and each frame once; its stacks, previous actions and the
 recurrent core's unroll are what the network sees of it (learner/inputs.py).
 
+The recipe (`Learner.step`): bootstrap and V-trace once per batch, with the network as it was
+before the update, and hold those targets and advantages through its passes (as Sample
+Factory's APPO computes its GAE targets once per batch); then at each optimizer step, the
+current network on the T stacks that acted gives the ratios pi/mu, and the three losses
+(policy, value, entropy) are taken, backed up, clipped and stepped.
+
+Value targets are normalised with PopArt (learner/popart.py): the value head predicts
+sigma-normalised values, and V(x) in reward units is sigma n(x) + mu.
+
 With a recurrent core, each sequence's core is unrolled from the state the chunk carries
 (`core_state`, the actor's state at step 0), reset where an episode starts inside it, over all T+1
 stacks; a truncated step's final stack continues from the state after that step.
-
-With `targets` "batch", the V-trace targets v_s and the surrogate's advantages are computed once
-per batch, by the network as it was before the update, and held fixed through its passes (as
-Sample Factory's APPO computes its GAE targets once per batch); "step" recomputes both at every
-optimizer step with the current network. The importance ratios pi/mu are always the current
-network's.
 
 With `precision` "bf16", the network's forward and backward run under bfloat16 autocast (CUDA's
 tensor cores); V-trace, the advantages and the losses are computed in float32.
@@ -40,16 +43,12 @@ from learner.config import LearnerConfig
 from learner.inputs import final_previous_actions, final_stacks, heads_input, previous_actions
 from learner.losses import clipped_surrogate, group_moments, group_sums, normalize_advantages
 from learner.popart import PopArt
-from learner.return_norm import ReturnNorm
-
-# How value targets are normalised: PopArt (the head rescaled to keep its outputs), all-history
-# return moments (Sample Factory's), or not at all (None).
-ValueNorm = PopArt | ReturnNorm
 
 
 class Hyper(NamedTuple):
     """The update's settings: each is the LearnerConfig field of the same name (`from_config`),
-    with no default here, so that no Hyper can train with settings other than the config's."""
+    with no default here, so that no Hyper can train with settings other than the config's.
+    V-trace's truncation levels rho-bar and c-bar are IMPALA's 1 (learner/vtrace.py)."""
 
     discount: float
     loss_reward_scale: float
@@ -57,15 +56,11 @@ class Hyper(NamedTuple):
     baseline_cost: float
     entropy_cost: float
     max_grad_norm: float
-    clip_rho_threshold: float
-    clip_pg_rho_threshold: float
     vtrace_lambda: float  # 1 = IMPALA's V-trace; < 1 shortens the traces (GAE(lambda) on policy)
-    targets: str  # "step": targets recomputed every optimizer step; "batch": once per update
     epochs: int  # passes over each batch
     minibatches: int  # optimizer steps per pass, each on a disjoint set of whole sequences
     ppo_clip: float  # > 0: PPO's clipped surrogate on pi/mu (APPO); 0: IMPALA's gradient
     normalize_advantages: bool  # per minibatch, zero mean and unit variance
-    advantage_norm_by: str  # "minibatch": over all its steps; "level": each level's steps apart
     precision: str  # "fp32", or "bf16": the network under bfloat16 autocast
 
     @classmethod
@@ -106,21 +101,17 @@ class Outputs(NamedTuple):
     where nothing bootstraps (`network_outputs(..., bootstrap=False)`)."""
 
     logits: torch.Tensor  # [S, N, A] target policy, with gradient, float32
-    values: torch.Tensor  # [S, N] V(x) in reward units; with gradient unless normalised
+    values: torch.Tensor  # [S, N] V(x) in reward units (PopArt's denormalised), detached
     features: torch.Tensor  # [T*N, F] the heads' input at the first T stacks, with gradient
     final_values: torch.Tensor | None  # [N] V of each sequence's final stack, detached
 
 
 def network_outputs(
-    model: ActorCritic,
-    batch: Batch,
-    hyper: Hyper,
-    value_norm: ValueNorm | None = None,
-    bootstrap: bool = True,
+    model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt, bootstrap: bool = True
 ) -> Outputs:
     """The network over all T+1 stacks of every sequence, plus each sequence's final stack;
-    without `bootstrap`, over the T stacks that acted only (what held targets leave to compute:
-    the ratios pi/mu and the value loss)."""
+    without `bootstrap`, over the T stacks that acted only (what an optimizer step needs: the
+    ratios pi/mu and the value loss)."""
     T, N = batch.unroll_length, batch.num_sequences
     S = T + 1 if bootstrap else T
     stacks = stack_frames(batch.frames, batch.first)[:S]  # [S, N, 4, H, W]
@@ -133,24 +124,21 @@ def network_outputs(
     with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
         h = heads_input(model, batch, model.features(obs, last), S)  # [S*N (+ N), F']
         logits = model.policy(h[: S * N]).view(S, N, -1).float()  # [S, N, A]
-        if value_norm is None:
-            raw = model.value(h).squeeze(-1).float()  # [S*N (+ N)]
-        else:  # the head predicts sigma-normalised values; targets are built in reward units
-            with torch.no_grad():
-                raw = value_norm.denormalize(model.value(h).squeeze(-1).float())
+        with torch.no_grad():  # the head predicts sigma-normalised values; V(x) in reward units
+            raw = popart.denormalize(model.value(h).squeeze(-1).float())  # [S*N (+ N)]
     h = h.float()
     values = raw[: S * N].view(S, N)  # [S, N]
-    final_values = raw[S * N :].detach() if bootstrap else None  # [N]
+    final_values = raw[S * N :] if bootstrap else None  # [N]
     return Outputs(logits, values, h[: T * N], final_values)
 
 
-def step_targets(
+def vtrace_targets(
     out: Outputs, batch: Batch, hyper: Hyper
 ) -> tuple[vtrace.VTraceFromLogitsReturns, torch.Tensor]:
-    """V-trace's targets under the network's outputs `out`, and the surrogate's advantages
-    r_s + gamma_s v_{s+1} - V(x_s) [T, N] (detached, without the rho_s factor)."""
+    """V-trace's targets under the network's outputs `out` (over all T+1 stacks), and the
+    surrogate's advantages r_s + gamma_s v_{s+1} - V(x_s) [T, N] (without the rho_s factor)."""
     T = batch.unroll_length
-    values = out.values.detach()  # [T+1, N]
+    values = out.values  # [T+1, N]
     # ---- bootstrap: discounts end at any episode end; truncation bootstraps via the reward ---
     discount = hyper.discount
     ended = batch.terminated | batch.truncated  # [T, N]
@@ -173,8 +161,6 @@ def step_targets(
         rewards=rewards,
         values=values[:T],
         bootstrap_value=values[T],  # [N]
-        clip_rho_threshold=hyper.clip_rho_threshold,
-        clip_pg_rho_threshold=hyper.clip_pg_rho_threshold,
         lambda_=hyper.vtrace_lambda,
     )
     # The advantage of the surrogate, whose ratio pi/mu already weights it: Sec. 4.2's
@@ -188,23 +174,21 @@ class Forward(NamedTuple):
     """The network's outputs and the targets they give (`forward_and_targets`)."""
 
     logits: torch.Tensor  # [T+1, N, A]
-    values: torch.Tensor  # [T+1, N]
+    values: torch.Tensor  # [T+1, N] reward units, detached
     features: torch.Tensor  # [T*N, F]
     final_values: torch.Tensor  # [N]
     vtrace: vtrace.VTraceFromLogitsReturns  # targets [T, N], detached
     advantages: torch.Tensor  # [T, N] r_s + gamma_s v_{s+1} - V(x_s), detached (no rho)
 
 
-def forward_and_targets(
-    model: ActorCritic, batch: Batch, hyper: Hyper, value_norm: ValueNorm | None = None
-) -> Forward:
-    out = network_outputs(model, batch, hyper, value_norm)
-    return Forward(*out, *step_targets(out, batch, hyper))
+def forward_and_targets(model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt) -> Forward:
+    out = network_outputs(model, batch, hyper, popart)
+    return Forward(*out, *vtrace_targets(out, batch, hyper))
 
 
 class Targets(NamedTuple):
-    """What an update holds fixed through its passes (`targets` "batch"): the value targets and
-    advantages of the network before them, and the behaviour policy's log-probabilities."""
+    """What an update holds fixed through its passes: the value targets and advantages of the
+    network before them, and the behaviour policy's log-probabilities."""
 
     vs: torch.Tensor  # [T, N] V-trace targets, reward units, detached
     advantages: torch.Tensor  # [T, N] r_s + gamma_s v_{s+1} - V(x_s), detached (no rho)
@@ -217,12 +201,10 @@ class Targets(NamedTuple):
         return Targets(*(t[:, index] for t in self))
 
 
-def batch_targets(
-    model: ActorCritic, batch: Batch, hyper: Hyper, value_norm: ValueNorm | None = None
-) -> Targets:
+def batch_targets(model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt) -> Targets:
     """The targets of the whole batch under the network as it is now, without gradient."""
     with torch.no_grad():
-        fwd = forward_and_targets(model, batch, hyper, value_norm)
+        fwd = forward_and_targets(model, batch, hyper, popart)
     return Targets(fwd.vtrace.vs, fwd.advantages, fwd.vtrace.behaviour_action_log_probs)
 
 
@@ -238,56 +220,47 @@ class Losses(NamedTuple):
 
 
 def loss_and_stats(
-    model: ActorCritic,
-    batch: Batch,
-    hyper: Hyper,
-    value_norm: ValueNorm | None = None,
-    targets: Targets | None = None,
+    model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt, targets: Targets
 ) -> Losses:
-    """The three losses of one (mini)batch; with a value normalisation, also moves its
-    statistics. With `targets`, the value loss and the policy's advantages use them instead of
-    the targets of the network as it is now (the ratios pi/mu are the current network's)."""
+    """The three losses of one (mini)batch against the held `targets`: the policy's (on the
+    current network's ratios pi/mu), the value's (in PopArt's normalised units; PopArt's
+    statistics move and the value head is rescaled to keep its outputs) and the entropy bonus."""
     T, N = batch.unroll_length, batch.num_sequences
-    fwd = network_outputs(model, batch, hyper, value_norm, bootstrap=targets is None)
-    if targets is None:
-        vt, advantages = step_targets(fwd, batch, hyper)
-        vs, log_pi, log_rhos = vt.vs, vt.target_action_log_probs, vt.log_rhos
-    else:  # held: only the ratios pi/mu are the current network's
-        vs, advantages = targets.vs, targets.advantages
-        log_pi = vtrace.action_log_probs(fwd.logits[:T], batch.actions)  # [T, N]
-        log_rhos = log_pi - targets.behaviour_log_probs
-    w = batch.weights[None, :]  # [1, N] replay importance weights
-    groups = batch.level if hyper.advantage_norm_by == "level" else None  # [T, N]
-    # ---- policy: IMPALA's rho-weighted gradient, or APPO's clipped surrogate on pi/mu --------
+    # ---- unpack: the current network on the T stacks that acted -----------------------------
+    out = network_outputs(model, batch, hyper, popart, bootstrap=False)
+    log_pi = vtrace.action_log_probs(out.logits, batch.actions)  # [T, N] log pi(a_s|x_s)
+    log_rhos = log_pi - targets.behaviour_log_probs  # [T, N] log pi/mu
+    advantages = targets.advantages  # [T, N]
+    w = batch.weights[None, :]  # [1, N] replay's importance weights (1 for fresh sequences)
+
+    # ---- policy: APPO's clipped surrogate on pi/mu, or IMPALA's rho-weighted gradient --------
     clip_fraction = torch.zeros((), device=w.device)
     if hyper.ppo_clip > 0:
-        adv = advantages  # [T, N]
-        if hyper.normalize_advantages:
-            adv = normalize_advantages(adv, groups)
+        adv = normalize_advantages(advantages) if hyper.normalize_advantages else advantages
         surrogate = clipped_surrogate(log_rhos, adv, hyper.ppo_clip)  # [T, N]
         pg_loss = (surrogate.loss * w).mean()
         clip_fraction = surrogate.clipped.float().mean()
-    else:
-        # rho-weighted (Sec. 4.2)
-        adv = vtrace.weighted_advantages(log_rhos, advantages, hyper.clip_pg_rho_threshold)
+    else:  # Sec. 4.2: min(rho-bar, pi/mu) weights the advantage
+        adv = vtrace.weighted_advantages(log_rhos, advantages)  # [T, N]
         if hyper.normalize_advantages:
-            adv = normalize_advantages(adv, groups)
+            adv = normalize_advantages(adv)
         pg_loss = -(log_pi * adv * w).mean()
-    # ---- value: regress V(x_s) on v_s, in normalised units when a value norm is on ----------
-    if value_norm is None:
-        baseline_loss = 0.5 * ((vs - fwd.values[:T]) ** 2 * w).mean()
-    else:
-        # PopArt rescales the value layer here so that V(x) is unchanged; ReturnNorm does not
-        value_norm.update(vs)
-        predicted = model.value(fwd.features).squeeze(-1).view(T, N)  # [T, N] normalised
-        baseline_loss = 0.5 * ((value_norm.normalize(vs) - predicted) ** 2 * w).mean()
-    log_probs = F.log_softmax(fwd.logits[:T], dim=-1)  # [T, N, A]
+
+    # ---- value: regress the head on PopArt-normalised targets v_s -----------------------------
+    popart.update(targets.vs)  # new statistics; the head rescaled so that V(x) is unchanged
+    predicted = model.value(out.features).squeeze(-1).view(T, N)  # [T, N] normalised
+    baseline_loss = 0.5 * ((popart.normalize(targets.vs) - predicted) ** 2 * w).mean()
+
+    # ---- entropy bonus --------------------------------------------------------------------------
+    log_probs = F.log_softmax(out.logits, dim=-1)  # [T, N, A]
     entropies = -(log_probs.exp() * log_probs).sum(-1)  # [T, N]
     entropy = entropies.mean()
     total = pg_loss + hyper.baseline_cost * baseline_loss - hyper.entropy_cost * entropy
-    # Priority of a sequence: its mean absolute V-trace error |v_s - V(x_s)|, the part of the
-    # data the value function has not learned yet (the analogue of PER's |TD error|).
-    priorities = (vs - fwd.values[:T].detach()).abs().mean(dim=0)  # [N]
+
+    # ---- plumbing: replay's priorities ---------------------------------------------------------
+    # A sequence's mean absolute V-trace error |v_s - V(x_s)|, the part of the data the value
+    # function has not learned yet (the analogue of PER's |TD error|).
+    priorities = (targets.vs - out.values).abs().mean(dim=0)  # [N]
     return Losses(
         total,
         pg_loss.detach(),
@@ -295,7 +268,7 @@ def loss_and_stats(
         entropy.detach(),
         clip_fraction,
         priorities,
-        advantages.detach(),
+        advantages,
         entropies.detach(),
     )
 
@@ -367,17 +340,12 @@ def minibatch_indices(
 
 
 class Learner:
-    """Owns model and optimizer; `step(batch)` is one synchronous, IO-free update: `epochs`
-    passes over the batch, each split into `minibatches` optimizer steps. The policy version
-    counts updates (batches), not optimizer steps."""
+    """Owns model, optimizer and PopArt; `step(batch)` is one synchronous, IO-free update:
+    `epochs` passes over the batch, each split into `minibatches` optimizer steps. The policy
+    version counts updates (batches), not optimizer steps."""
 
     def __init__(
-        self,
-        model: ActorCritic,
-        optimizer: torch.optim.Optimizer,
-        hyper: Hyper,
-        value_norm: ValueNorm | None = None,
-        seed: int = 0,
+        self, model: ActorCritic, optimizer: torch.optim.Optimizer, hyper: Hyper, seed: int = 0
     ):
         if hyper.epochs < 1 or hyper.minibatches < 1:
             raise ValueError(
@@ -386,7 +354,7 @@ class Learner:
         self.model = model
         self.optimizer = optimizer
         self.hyper = hyper
-        self.value_norm = value_norm
+        self.popart = PopArt(model.value, device=model.value.weight.device)
         self.updates = 0
         self.sgd_steps = 0
         self._generator = torch.Generator().manual_seed(seed)  # minibatch splits, on the host
@@ -412,32 +380,33 @@ class Learner:
         if passes < 1:
             raise ValueError(f"epochs must be >= 1, got {passes}")
         self.model.train()
-        n = batch.num_sequences
-        device = batch.actions.device
-        tally = Tally(n, device)
-        whole = self.hyper.minibatches == 1
-        fixed = (
-            batch_targets(self.model, batch, self.hyper, self.value_norm)
-            if self.hyper.targets == "batch"
-            else None
-        )
+        tally = Tally(batch.num_sequences, batch.actions.device)
+        # ---- bootstrap and V-trace, once: the targets of the network before the update ------
+        targets = batch_targets(self.model, batch, self.hyper, self.popart)
         for epoch in range(passes):
-            parts = (
-                [None]
-                if whole
-                else minibatch_indices(n, self.hyper.minibatches, self._generator, device)
-            )
-            for index in parts:
+            for index in self._minibatches(batch):
                 sub = batch if index is None else select(batch, index)
-                held = None if fixed is None else fixed.select(index)
-                losses = loss_and_stats(self.model, sub, self.hyper, self.value_norm, held)
+                # ---- the three losses, backward, clip, step ---------------------------------
+                losses = loss_and_stats(
+                    self.model, sub, self.hyper, self.popart, targets.select(index)
+                )
                 self.optimizer.zero_grad(set_to_none=True)
                 losses.total.backward()
                 grad_norm = nn.utils.clip_grad_norm_(
                     self.model.parameters(), self.hyper.max_grad_norm
                 )
                 self.optimizer.step()
+                # ---- plumbing: what the update reports ------------------------------------
                 tally.add(losses, grad_norm, sub.level, index, first_pass=epoch == 0)
         self.updates += 1
         self.sgd_steps += tally.steps
         return tally.stats(passes)
+
+    def _minibatches(self, batch: Batch) -> list[torch.Tensor | None]:
+        """One pass's minibatches: sequence indices, or [None] for the whole batch."""
+        if self.hyper.minibatches == 1:
+            return [None]
+        device = batch.actions.device
+        return minibatch_indices(
+            batch.num_sequences, self.hyper.minibatches, self._generator, device
+        )

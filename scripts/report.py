@@ -41,7 +41,7 @@ class Figure(NamedTuple):
 
 WINDOW_S = 120.0  # the learning curves' windows of training episodes
 LAST_EPISODES = (
-    50  # each level's newest episodes behind its progress and flag rate (--level-window)
+    50  # each level's newest episodes behind its progress and flag rate (learner.levels.WINDOW)
 )
 
 

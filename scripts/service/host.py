@@ -17,9 +17,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import get_args
 
-from common.levels import LevelSetError, Schedule, parse_levels
+from common.levels import LevelSetError, parse_levels
 from common.rundir import RunDir, atomic_write
 from scripts.checkout import ROOT
 
@@ -36,6 +35,8 @@ def _cores() -> int:
 
 # Variables that were renamed: old -> (new, what it now takes)
 RENAMED = {"LEVEL": ("LEVELS", "a set: 1-1 | 1-1,1-2 | world:1 | all")}
+# Variables that were removed: name -> why
+REMOVED = {"SCHEDULE": "actors draw the run's levels uniformly (docs/LEARNING.md, section 6)"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,6 @@ class Host:
     learner: str = ""  # HOST:PORT the actors connect to; empty = 127.0.0.1:PORT
     actor_metrics_base: int = 9100  # actor i serves /metrics on BASE + i (0 = off)
     levels: str = "1-1"  # the run's level set (the learner's --level; actors are told it)
-    schedule: str = ""  # the learner's --level-schedule (uniform | progress); empty = its default
     frames: int = 0  # the run's length in env frames (the learner's --train-frames); 0 = endless
     actor_args: str = ""  # more actor flags (the eval actor's too)
     keys: str = ""  # CURVE keys made by `make keys` (empty = off)
@@ -75,6 +75,11 @@ class Host:
             f"{PREFIX}{old}={environ[PREFIX + old]!r}: renamed {PREFIX}{new} ({why})"
             for old, (new, why) in RENAMED.items()
             if environ.get(PREFIX + old)
+        ]
+        problems += [
+            f"{PREFIX}{name}={environ[PREFIX + name]!r}: removed, {why}; unset it"
+            for name, why in REMOVED.items()
+            if environ.get(PREFIX + name)
         ]
         for f in dataclasses.fields(cls):
             raw = environ.get(PREFIX + f.name.upper(), "")
@@ -126,10 +131,6 @@ class Host:
                 f"RUN={self.run!r} is too long: supervisord's socket in it would be a path of "
                 f"{len(sock)} bytes, over the {SOCKET_PATH_MAX} a Unix socket allows; pass a RUN "
                 f"whose absolute path is at most {room} bytes"
-            )
-        if self.schedule not in ("", *get_args(Schedule)):
-            out.append(
-                f"SCHEDULE must be one of {', '.join(get_args(Schedule))}, got {self.schedule!r}"
             )
         return out
 
@@ -234,7 +235,7 @@ def learner_argv(h: Host) -> list[str]:
     argv = [sys.executable, "-m", "learner", "--run-dir", h.run, "--host", h.host]
     argv += ["--port", str(h.port), "--device", h.device]
     argv += ["--metrics-host", h.metrics_host, "--metrics-port", str(h.learner_metrics_port)]
-    argv += ["--level", h.levels] + (["--level-schedule", h.schedule] if h.schedule else [])
+    argv += ["--level", h.levels]
     if h.frames:
         argv += planned_length(h.frames)
     if h.keys:

@@ -67,8 +67,7 @@ def test_settings_the_learner_owns_are_refused_with_where_to_set_them(tmp_path):
         "--loss-reward-scale there, remove it here",
         "--arch: the actor takes its network from the learner at registration; set --arch on "
         "the learner and remove it here",
-        "--last-action: the actor takes its network from the learner at registration; set "
-        "--[no-]last-action on the learner and remove it here",
+        "--last-action: the network always takes the previous action now: remove it here",
     ):
         assert f"  - {line}\n" in r.stderr
 

@@ -21,7 +21,7 @@ from common.env_spec import EnvSpec
 from common.model import ActorCritic, ModelSpec
 from tests import procs
 
-SPECS = [ModelSpec(), ModelSpec(arch="nature", last_action=False)]  # first learner, then second
+SPECS = [ModelSpec(), ModelSpec(arch="nature")]  # first learner, then second
 ENVS = [EnvSpec(level="tests.fakes:Corridor-v0", frame_skip=1, no_progress_steps=20)]
 ENVS.append(dataclasses.replace(ENVS[0], frame_skip=2))
 

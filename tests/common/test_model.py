@@ -7,10 +7,10 @@ from common.model import (
     INPUT_NORM_STD_FLOOR,
     ActorCritic,
     DeviceUnavailable,
+    FormerNetwork,
     ModelSpec,
     Moments,
     merge_moments,
-    orthogonal_init,
     resolve_device,
 )
 
@@ -41,9 +41,7 @@ def test_a_recurrent_core_takes_and_returns_its_state(core, width):
         assert model.core.weight_hh.grad.abs().sum() > 0  # the state carries gradient
 
 
-def test_specs_saved_before_the_core_load_without_one():
-    saved = {k: v for k, v in ModelSpec().to_wire().items() if k not in ("core", "core_size")}
-    assert ModelSpec.from_dict(saved).core == "none"
+def test_a_bad_core_is_refused():
     with pytest.raises(ValueError, match="core must be one of.*core_size must be >= 1"):
         ActorCritic(ModelSpec(core="rnn", core_size=0))
 
@@ -64,8 +62,7 @@ def _reference_hidden(model: ActorCritic, x: torch.Tensor, last: torch.Tensor) -
     """The trunk's hidden layer written out: ReLU(W conv(x) + b + E[last])."""
     trunk = model.trunk
     pixels = x.float() / 255
-    if model.spec.input_norm:
-        pixels = (pixels - model.input_mean) / (model.input_var.sqrt() + INPUT_NORM_STD_FLOOR)
+    pixels = (pixels - model.input_mean) / (model.input_var.sqrt() + INPUT_NORM_STD_FLOOR)
     z = trunk.fc(trunk.convs(pixels))
     return torch.relu(z + model.last_action.weight[last])
 
@@ -87,18 +84,18 @@ def test_previous_action_enters_the_hidden_layer():
     assert not torch.allclose(out.logits, none.logits)
 
 
-def test_a_spec_without_previous_action_ignores_it():
-    model = ActorCritic(ModelSpec(num_actions=5, last_action=False))
-    assert model.last_action is None
-    assert not any("last_action" in name for name, _ in model.named_parameters())
-    x = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
-    torch.testing.assert_close(model(x, torch.tensor([1, 2])).logits, model(x).logits)
-
-
-def test_specs_saved_before_the_previous_action_load_without_it():
-    old = {"arch": "small", "num_actions": 7, "stack": 4, "frame_size": 84}
-    assert ModelSpec.from_dict(old) == ModelSpec(last_action=False, input_norm=False)
+def test_saved_specs_load_and_those_of_a_former_network_are_refused():
     assert ModelSpec.from_dict(ModelSpec().to_wire()) == ModelSpec()
+    previous = {**ModelSpec(core="gru").to_wire(), "last_action": True, "input_norm": True}
+    assert ModelSpec.from_dict(previous) == ModelSpec(core="gru")  # the switches named as on
+    for off in ("last_action", "input_norm"):
+        with pytest.raises(FormerNetwork, match="its network lacks"):
+            ModelSpec.from_dict({**previous, off: False})
+    before_both = {"arch": "small", "num_actions": 7, "stack": 4, "frame_size": 84}
+    with pytest.raises(FormerNetwork, match="previous action as an input and input norm"):
+        ModelSpec.from_dict(before_both)
+    with_both = {**before_both, "last_action": True, "input_norm": True}  # before the core
+    assert ModelSpec.from_dict(with_both) == ModelSpec()
 
 
 # ---- input normalisation ---------------------------------------------------------------------
@@ -152,9 +149,6 @@ def test_observed_frames_standardise_the_input_and_travel_with_the_weights():
     copy = ActorCritic(ModelSpec(num_actions=5))  # an actor's model, loaded from the broadcast
     copy.load_state_dict(model.state_dict())
     torch.testing.assert_close(copy(x).logits, model(x).logits)
-    plain = ActorCritic(ModelSpec(num_actions=5, input_norm=False))
-    assert not any(name.startswith("input_") for name in plain.state_dict())
-    plain.observe_frames(frames)  # a no-op without input_norm
 
 
 def test_device_auto_is_cuda_when_torch_sees_it_and_cuda_without_it_names_the_flag():
@@ -165,27 +159,3 @@ def test_device_auto_is_cuda_when_torch_sees_it_and_cuda_without_it_names_the_fl
     else:
         with pytest.raises(DeviceUnavailable, match=r"--device cuda:0 .*pass --device cpu"):
             resolve_device("cuda:0")
-
-
-@pytest.mark.parametrize("arch", ["small", "nature"])
-def test_orthogonal_init_gives_orthogonal_weights_zero_biases_and_a_near_uniform_policy(arch):
-    torch.manual_seed(0)
-    model = ActorCritic(ModelSpec(arch=arch, num_actions=7))
-    orthogonal_init(model)
-    relu = 2**0.5
-    layers = [m for m in model.trunk.modules() if isinstance(m, torch.nn.Conv2d | torch.nn.Linear)]
-    for layer, gain in [*((m, relu) for m in layers), (model.policy, 0.01), (model.value, 1.0)]:
-        w = layer.weight.flatten(1)  # [out, in]: orthonormal rows (or columns), times the gain
-        small = min(w.shape)
-        gram = w @ w.T if w.shape[0] == small else w.T @ w
-        assert torch.allclose(gram, gain**2 * torch.eye(small), atol=1e-5 * max(1.0, gain**2))
-        assert torch.count_nonzero(layer.bias) == 0
-    assert torch.count_nonzero(model.last_action.weight) == 0
-    # standardised inputs, as input normalisation makes them: a near-uniform first policy
-    probs = model(torch.randn(64, 4, 84, 84)).logits.softmax(-1)
-    assert (probs - 1 / 7).abs().max() < 0.005
-
-
-def test_orthogonal_init_refuses_the_resnet():
-    with pytest.raises(ValueError, match="not the ResNet"):
-        orthogonal_init(ActorCritic(ModelSpec(arch="resnet", num_actions=7)))

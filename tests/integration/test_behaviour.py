@@ -27,11 +27,13 @@ from learner.batching import Batch, collate
 from learner.config import LearnerConfig
 from learner.ingest import to_host
 from learner.inputs import previous_actions
+from learner.popart import PopArt
 from learner.update import Hyper, forward_and_targets
 
 pytestmark = pytest.mark.slow
 
 T = 16
+HYPER = Hyper.from_config(LearnerConfig())
 
 
 class Played(NamedTuple):
@@ -84,7 +86,7 @@ def learner_batch(chunks, i: int):
 
 def log_rhos(model: ActorCritic, batch) -> torch.Tensor:
     with torch.no_grad():
-        return forward_and_targets(model, batch, Hyper.from_config(LearnerConfig())).vtrace.log_rhos
+        return forward_and_targets(model, batch, HYPER, PopArt(model.value)).vtrace.log_rhos
 
 
 def test_at_policy_lag_zero_every_importance_ratio_is_one(played):
@@ -154,7 +156,7 @@ def test_values_trained_on_are_those_of_the_stacks_the_actor_saw(played):
             previous_actions(batch, 7)[:T], fed_last[i * T : (i + 1) * T], rtol=0, atol=0
         )
         with torch.no_grad():
-            fwd = forward_and_targets(model, batch, Hyper.from_config(LearnerConfig()))
+            fwd = forward_and_targets(model, batch, HYPER, PopArt(model.value))
             want = model(
                 seen.flatten(0, 1),
                 fed_last[i * T : (i + 1) * T].flatten(),

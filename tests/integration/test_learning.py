@@ -42,7 +42,7 @@ def random_policy_return(episodes: int = 300) -> float:
     [
         ["--replay-capacity", "0"],
         pytest.param(
-            ["--replay-capacity", "512", "--replay-fraction", "0.5", "--replay-min-size", "32"],
+            ["--replay-capacity", "512", "--replay-fraction", "0.5"],
             marks=pytest.mark.rehearsal,  # fresh-only is make test's end-to-end run
         ),
     ],

@@ -13,7 +13,7 @@ from common.metrics import LearnerMetrics
 from learner.batch_size import BatchSize, chunks_to_take
 from learner.config import LearnerConfig
 from learner.loop import TrainLoop
-from tests.learner.test_ingest import Client, chunk, register
+from tests.learner.test_ingest import ENV, Client, chunk, register
 from tests.procs import free_port
 
 T = 4  # tests.learner.test_ingest's chunks: T = 4 steps of K = 2 envs, 84x84 frames, 7 actions
@@ -96,6 +96,7 @@ class Running:
         self.cfg = LearnerConfig(
             run_dir=str(tmp_path / "run"),
             run_id="r",  # as tests.learner.test_ingest registers
+            level=ENV.level,  # its chunks' level set
             port=port,
             device="cpu",
             unroll_length=T,

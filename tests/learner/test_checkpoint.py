@@ -1,5 +1,6 @@
 """What a crash leaves in the run directory (half-written checkpoints), and resuming: a checkpoint
-of another network or PopArt setting is refused with the flag to change, the learner untouched."""
+of another network is refused with the flag to change, one of an older release as such, the
+learner untouched."""
 
 from __future__ import annotations
 
@@ -73,13 +74,13 @@ def test_resume_restores_the_learner_and_the_runs_totals(tmp_path):
     run, cfg = RunDir(tmp_path), LearnerConfig()
     trained = learner_of(cfg, 12)
     torch.nn.init.normal_(trained.model.policy.weight)
-    trained.value_norm.update(torch.randn(4, 3) * 50)  # statistics far from their start
+    trained.popart.update(torch.randn(4, 3) * 50)  # statistics far from their start
     saved(run, trained, Totals(env_frames=4096, agent_steps=1024))
     fresh = learner_of(cfg)
     assert checkpoint.resume(run, fresh, CPU) == Totals(env_frames=4096, agent_steps=1024)
     assert (fresh.updates, fresh.sgd_steps) == (12, 96)
     torch.testing.assert_close(fresh.model.state_dict(), trained.model.state_dict())
-    assert fresh.value_norm.state_dict() == trained.value_norm.state_dict()
+    assert fresh.popart.state_dict() == trained.popart.state_dict()
     assert checkpoint.resume(RunDir(tmp_path / "new"), learner_of(cfg), CPU) == Totals()
 
 
@@ -97,27 +98,46 @@ def test_resume_refuses_another_network_naming_the_flag_and_leaves_the_learner_a
         checkpoint.resume(RunDir(tmp_path / "lstm"), learner, CPU)
 
 
-def test_resume_refuses_a_value_normalisation_other_than_the_checkpoints(tmp_path):
-    run = RunDir(tmp_path)
-    saved(run, learner_of(LearnerConfig(popart=False), 5))
-    with pytest.raises(SystemExit, match=r"with no value normalisation.*asks for PopArt"):
-        checkpoint.resume(run, learner_of(LearnerConfig()), CPU)
-    saved(run, learner_of(LearnerConfig(), 6))
-    with pytest.raises(SystemExit, match=r"with PopArt.*resume it with --popart"):
-        checkpoint.resume(run, learner_of(LearnerConfig(popart=False)), CPU)
-    with pytest.raises(SystemExit, match=r"asks for return normalisation.*with --popart"):
-        checkpoint.resume(run, learner_of(LearnerConfig(popart=False, return_norm=True)), CPU)
-    saved(run, learner_of(LearnerConfig(popart=False, return_norm=True), 7))
-    with pytest.raises(SystemExit, match=r"resume it with --no-popart --return-norm"):
-        checkpoint.resume(run, learner_of(LearnerConfig()), CPU)
+def former_release(run: RunDir, learner: Learner, spec: dict, without: tuple = ()) -> None:
+    """A checkpoint of `learner` as an older release wrote it: its network's spec updated with
+    `spec` (None removes a key), the state's keys `without` left out."""
+    state = checkpoint.learner_state(learner, Totals(), {})
+    changed = {**state["model_spec"], **spec}
+    state["model_spec"] = {k: v for k, v in changed.items() if v is not None}
+    for key in without:
+        del state[key]
+    checkpoint.save(run, state, learner.updates)
 
 
-def test_return_norm_moments_survive_a_resume(tmp_path):
+@pytest.mark.parametrize(
+    "spec, without, lacks",
+    [
+        ({"last_action": False, "input_norm": True}, (), "its network lacks the previous"),
+        ({"last_action": True, "input_norm": False}, (), "its network lacks input norm"),
+        (
+            {"core": None, "core_size": None},
+            (),
+            "its network lacks the previous action as an input and",
+        ),
+        ({}, ("popart",), "its value head was trained without PopArt"),
+    ],
+)
+def test_resume_refuses_a_checkpoint_of_an_older_release(tmp_path, spec, without, lacks):
     run = RunDir(tmp_path)
-    cfg = LearnerConfig(popart=False, return_norm=True)
-    trained = learner_of(cfg, 5)
-    trained.value_norm.update(torch.randn(4, 3) * 50 + 7)
-    saved(run, trained)
-    fresh = learner_of(cfg)
-    checkpoint.resume(run, fresh, CPU)
-    assert fresh.value_norm.state_dict() == trained.value_norm.state_dict()
+    former_release(run, learner_of(LearnerConfig(), 5), spec, without)
+    learner = learner_of(LearnerConfig())
+    with pytest.raises(
+        SystemExit, match=rf"written by an older release \({lacks}.*cannot be resumed"
+    ):
+        checkpoint.resume(run, learner, CPU)
+    assert learner.updates == 0
+
+
+def test_resume_takes_a_checkpoint_whose_spec_names_the_switches_as_on(tmp_path):
+    """The release before this one wrote last_action and input_norm into the spec: true is the
+    network this release builds."""
+    run = RunDir(tmp_path)
+    former_release(run, learner_of(LearnerConfig(), 5), {"last_action": True, "input_norm": True})
+    learner = learner_of(LearnerConfig())
+    checkpoint.resume(run, learner, CPU)
+    assert learner.updates == 5

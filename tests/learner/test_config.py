@@ -5,15 +5,13 @@ from __future__ import annotations
 from learner.config import LearnerConfig
 
 
-def test_popart_and_return_norm_together_are_refused_with_the_flags_to_change():
-    problems = LearnerConfig(return_norm=True).problems()
-    assert any("--no-popart --return-norm" in p for p in problems)
-    assert LearnerConfig(popart=False, return_norm=True).problems() == []
-
-
-def test_orthogonal_init_with_the_resnet_is_refused_with_the_flag_to_change():
-    problems = LearnerConfig(arch="resnet", init="orthogonal").problems()
-    assert any("--init torch" in p for p in problems)
+def test_settings_that_cannot_train_are_refused_with_the_flags_to_change():
+    assert LearnerConfig().problems() == []
+    problems = LearnerConfig(epochs=2, ppo_clip=0.0, max_epochs=1).problems()
+    assert any("max_epochs (1) must be >= epochs (2)" in p for p in problems)
+    assert any("set --ppo-clip (e.g. 0.1) or --epochs 1" in p for p in problems)
+    problems = LearnerConfig(lr_final_fraction=0.1).problems()
+    assert any("set --lr-anneal-frames" in p for p in problems)
 
 
 def test_the_env_spec_is_the_learners_settings_with_the_env_specs_defaults():

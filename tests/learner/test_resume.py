@@ -1,4 +1,5 @@
-"""Resuming from a checkpoint: the network it holds must be the one the config describes."""
+"""Resuming from a checkpoint through the train loop: one of an older release is refused and the
+run directory given back; a resumed learner counts its own work from zero."""
 
 from __future__ import annotations
 
@@ -11,26 +12,31 @@ from common.rundir import RunDir
 from learner import checkpoint
 from learner.config import LearnerConfig
 from learner.loop import TrainLoop
+from learner.popart import PopArt
 from tests.procs import free_port
 
 
-def save_without_last_action(run_dir, version: int) -> None:
-    """A checkpoint as written before the previous action and the input normalisation were part
-    of the network (no such spec keys) and before PopArt (no statistics)."""
-    spec = LearnerConfig(last_action=False, input_norm=False).model_spec()
-    model = ActorCritic(spec)
+def save(run_dir, version: int, *, former: bool = False) -> None:
+    """A checkpoint of this release; `former`: as written before the previous action and the
+    input normalisation were part of the network (no such spec keys, no core) and before PopArt
+    (no statistics)."""
+    model = ActorCritic(LearnerConfig().model_spec())
     state = {
         "model": model.state_dict(),
         "optimizer": torch.optim.Adam(model.parameters()).state_dict(),
         "policy_version": version,
         "env_frames": 4096,
         "agent_steps": 1024,
-        "model_spec": {
-            k: v for k, v in spec.to_wire().items() if k not in ("last_action", "input_norm")
-        },
+        "model_spec": model.spec.to_wire(),
+        "popart": PopArt(model.value).state_dict(),
         "config": {},
         "saved_at": 0.0,
     }
+    if former:
+        del state["popart"]
+        state["model_spec"] = {
+            k: v for k, v in state["model_spec"].items() if k not in ("core", "core_size")
+        }
     checkpoint.save(RunDir(run_dir), state, version)
 
 
@@ -39,28 +45,21 @@ def loop(run_dir, **kw) -> TrainLoop:
     return TrainLoop(cfg, LearnerMetrics())
 
 
-def test_a_checkpoint_of_another_network_is_refused_with_the_flag_to_change(tmp_path):
-    save_without_last_action(tmp_path, 12)
-    with pytest.raises(
-        SystemExit, match=r"last_action is False there, True here \(--no-last-action\)"
-    ):
+def test_a_checkpoint_of_an_older_release_is_refused_and_the_run_dir_given_back(tmp_path):
+    save(tmp_path, 12, former=True)
+    with pytest.raises(SystemExit, match=r"written by an older release .* start a new --run-dir"):
         loop(tmp_path)
-    with pytest.raises(
-        SystemExit, match=r"with no value normalisation.*resume it with --no-popart"
-    ):
-        loop(tmp_path, last_action=False, input_norm=False)
-    # the refusals gave the run directory back
-    resumed = loop(tmp_path, last_action=False, input_norm=False, popart=False)
+    save(tmp_path, 13)  # the newest checkpoint is this release's
+    resumed = loop(tmp_path)  # the refusal gave the run directory back
     try:
-        assert resumed.learner.updates == 12 and resumed.totals.env_frames == 4096
-        assert resumed.model.last_action is None
+        assert resumed.learner.updates == 13 and resumed.totals.env_frames == 4096
     finally:
         resumed.close()
 
 
 def test_a_resumed_learner_counts_its_own_work_from_zero_and_resumes_the_runs_totals(tmp_path):
-    save_without_last_action(tmp_path, 12)
-    resumed = loop(tmp_path, last_action=False, input_norm=False, popart=False)
+    save(tmp_path, 12)
+    resumed = loop(tmp_path)
     try:
         value = resumed.metrics.registry.get_sample_value
         # a counter that restarted at 12, below what Prometheus last scraped from the crashed

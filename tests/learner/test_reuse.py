@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from learner.reuse import ReuseLimits, epoch_cap, next_epochs
+from tests.learner.test_resume import loop
 
 LIMITS = ReuseLimits(
     min_epochs=1, max_epochs=4, max_sample_insert_ratio=8.0, sequences_per_fresh=1.0
@@ -47,3 +48,15 @@ def test_never_below_the_configured_passes():
     assert step(4, queued=8, wait_s=0.0, compute_s=2.0, limits=limits) == 4
     assert step(4, queued=0, wait_s=3.0, compute_s=1.0, limits=limits) == 5
     assert step(6, queued=8, wait_s=0.0, compute_s=2.0, limits=limits) == 5
+
+
+def test_without_replay_the_passes_are_capped_by_max_epochs_alone(tmp_path):
+    fresh_only = ReuseLimits(1, max_epochs=16, max_sample_insert_ratio=None, sequences_per_fresh=1)
+    assert epoch_cap(fresh_only) == 16
+    assert step(15, queued=0, wait_s=9.0, compute_s=1.0, limits=fresh_only) == 16
+    for fraction, cap in ((0.0, 16), (0.5, 4)):  # replay's 8 sequences per fresh one, 2 a batch
+        run = loop(tmp_path / str(fraction), max_epochs=16, replay_fraction=fraction)
+        try:
+            assert epoch_cap(run.reuse_limits) == cap
+        finally:
+            run.close()

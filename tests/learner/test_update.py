@@ -14,6 +14,7 @@ from learner import vtrace
 from learner.batching import Batch, sequence_axes
 from learner.config import LearnerConfig
 from learner.inputs import final_stacks, previous_actions
+from learner.popart import PopArt
 from learner.update import (
     Hyper,
     Learner,
@@ -83,6 +84,18 @@ def hyper(**changes) -> Hyper:
     return Hyper.from_config(LearnerConfig())._replace(**changes)
 
 
+def fwd_of(model: ActorCritic, batch: Batch, h: Hyper):
+    """`forward_and_targets` with PopArt at its start (mu 0, sigma 1: the head's outputs are the
+    values themselves)."""
+    return forward_and_targets(model, batch, h, PopArt(model.value))
+
+
+def losses_of(model: ActorCritic, batch: Batch, h: Hyper):
+    """One step's losses on the targets of the network as it is (PopArt at its start)."""
+    popart = PopArt(model.value)
+    return loss_and_stats(model, batch, h, popart, batch_targets(model, batch, h, popart))
+
+
 # IMPALA's update: one optimizer step per batch on the rho-weighted policy gradient
 IMPALA = {"epochs": 1, "minibatches": 1, "ppo_clip": 0.0, "normalize_advantages": False}
 HYPER = hyper(discount=0.9, loss_reward_scale=0.5, loss_reward_clip=0.0, **IMPALA)
@@ -97,7 +110,7 @@ def test_truncation_bootstraps_from_the_final_frame(model):
     b = on_policy(
         model, make_batch(1, 1, truncated=torch.tensor([[True]]), final_t=torch.tensor([0]))
     )
-    vs = forward_and_targets(model, b, HYPER).vtrace.vs  # [1, 1]
+    vs = fwd_of(model, b, HYPER).vtrace.vs  # [1, 1]
     zero = torch.zeros_like(b.frames[0, 0])  # frames 1, 2 precede the episode start at frame 3
     final = torch.stack([zero, zero, b.frames[3, 0], b.final_frames[0]])
     expected = 0.5 * float(b.rewards[0, 0]) + 0.9 * value_of(model, final, int(b.actions[0, 0]))
@@ -106,13 +119,13 @@ def test_truncation_bootstraps_from_the_final_frame(model):
 
 def test_termination_does_not_bootstrap(model):
     b = on_policy(model, make_batch(1, 1, terminated=torch.tensor([[True]])))
-    vs = forward_and_targets(model, b, HYPER).vtrace.vs
+    vs = fwd_of(model, b, HYPER).vtrace.vs
     assert float(vs[0, 0]) == pytest.approx(0.5 * float(b.rewards[0, 0]), rel=1e-6)
 
 
 def test_chunk_boundary_bootstraps_from_the_next_frame(model):
     b = on_policy(model, make_batch(1, 1))
-    vs = forward_and_targets(model, b, HYPER).vtrace.vs
+    vs = fwd_of(model, b, HYPER).vtrace.vs
     nxt = stack_frames(b.frames, b.first)[1, 0]  # stack of frames[1:5]
     expected = 0.5 * float(b.rewards[0, 0]) + 0.9 * value_of(model, nxt, int(b.actions[0, 0]))
     assert float(vs[0, 0]) == pytest.approx(expected, rel=1e-5, abs=1e-5)
@@ -126,8 +139,8 @@ def test_final_frame_matters_only_where_truncated(model):
         final_t=torch.tensor([1, -1]),
     )
     other = replaced(b, final_frames=torch.zeros_like(b.final_frames))
-    v1 = forward_and_targets(model, b, HYPER).vtrace.vs
-    v2 = forward_and_targets(model, other, HYPER).vtrace.vs
+    v1 = fwd_of(model, b, HYPER).vtrace.vs
+    v2 = fwd_of(model, other, HYPER).vtrace.vs
     assert not torch.allclose(v1[:2, 0], v2[:2, 0])  # sequence 0: steps up to the cut change
     torch.testing.assert_close(v1[2:, 0], v2[2:, 0])  # after the cut: a new episode
     torch.testing.assert_close(v1[:, 1], v2[:, 1])  # sequence 1 has no truncation
@@ -136,7 +149,7 @@ def test_final_frame_matters_only_where_truncated(model):
 def test_reward_scale_and_clip(model):
     b = on_policy(model, make_batch(1, 1, terminated=torch.tensor([[True]])))
     b = replaced(b, rewards=torch.tensor([[40.0]]))
-    vs = forward_and_targets(model, b, hyper(loss_reward_scale=0.1, loss_reward_clip=1.0)).vtrace.vs
+    vs = fwd_of(model, b, hyper(loss_reward_scale=0.1, loss_reward_clip=1.0)).vtrace.vs
     assert float(vs[0, 0]) == pytest.approx(1.0)
 
 
@@ -144,7 +157,7 @@ def test_step_learns_a_fixed_batch(model):
     batch = make_batch(4, 2, seed=3)
     learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-4), hyper())
     with torch.no_grad():
-        first = float(loss_and_stats(model, batch, hyper())[2])  # baseline loss
+        first = float(losses_of(model, batch, hyper()).baseline)
     for _ in range(20):
         stats = learner.step(batch)
     assert learner.updates == 20
@@ -169,13 +182,13 @@ def test_previous_actions_shift_actions_and_mark_episode_starts():
 def test_the_previous_action_changes_the_targets(model):
     b = on_policy(model, make_batch(3, 1, seed=4))
     other = replaced(b, actions=(b.actions + 1) % A)
-    v1 = forward_and_targets(model, b, HYPER).values
-    v2 = forward_and_targets(model, other, HYPER).values
+    v1 = fwd_of(model, b, HYPER).values
+    v2 = fwd_of(model, other, HYPER).values
     torch.testing.assert_close(v1[0], v2[0])  # step 0 starts the episode: no previous action
     assert not torch.allclose(v1[1:], v2[1:])
 
 
-# ---- sample reuse: epochs, minibatches, the clipped surrogate, PopArt ---------------------------
+# ---- sample reuse: epochs, minibatches, held targets, the clipped surrogate, PopArt -------------
 
 
 def test_select_keeps_sequences_whole():
@@ -208,11 +221,12 @@ def test_minibatches_never_exceed_the_sequences(model):
     assert learner.step(batch).sgd_steps == 2  # one sequence each, never an empty minibatch
 
 
-def reference_loss(model, batch, h, vs, adv) -> torch.Tensor:
+def reference_loss(model, popart, batch, h, vs, adv) -> torch.Tensor:
     """APPO's loss written out element by element, with given targets vs [T, N] and advantages
-    adv [T, N] (no value normalisation, unit replay weights)."""
+    adv [T, N] (unit replay weights): PopArt's step on vs, then the value loss on them
+    normalised by its new statistics."""
     T = batch.unroll_length
-    fwd = forward_and_targets(model, batch, h)  # the current network's logits and values
+    fwd = forward_and_targets(model, batch, h, popart)  # the current network's logits
     log_pi = F.log_softmax(fwd.logits[:T], -1)  # [T, N, A]
     log_mu = F.log_softmax(batch.behaviour_logits, -1)
     a = batch.actions[..., None]
@@ -220,61 +234,40 @@ def reference_loss(model, batch, h, vs, adv) -> torch.Tensor:
     norm = (adv - adv.mean()) / (adv.std(unbiased=False) + 1e-8)
     lo, hi = 1 / (1 + h.ppo_clip), 1 + h.ppo_clip
     pg = -torch.minimum(ratio * norm, ratio.clamp(lo, hi) * norm).mean()
-    value = 0.5 * ((vs - fwd.values[:T]) ** 2).mean()
+    popart.update(vs)
+    predicted = model.value(fwd.features).squeeze(-1).view(T, -1)  # [T, N] normalised
+    value = 0.5 * ((popart.normalize(vs) - predicted) ** 2).mean()
     entropy = -(log_pi.exp() * log_pi).sum(-1).mean()
     return pg + h.baseline_cost * value - h.entropy_cost * entropy
 
 
-def test_batch_targets_are_the_pre_update_networks_held_through_every_pass(model):
-    """targets="batch": every optimizer step of an update regresses on, and takes advantages
-    from, the targets of the network as it was before the update; "step" recomputes them."""
+def test_the_pre_update_networks_targets_are_held_through_every_pass(model):
+    """Every optimizer step of an update regresses on, and takes advantages from, the targets
+    of the network as it was before the update."""
     batch = make_batch(4, 3, seed=11)
-    h = hyper(targets="batch", epochs=3, minibatches=1)
-    start = copy.deepcopy(model)
+    h = hyper(epochs=3, minibatches=1)
+    ref = copy.deepcopy(model)
     Learner(model, torch.optim.SGD(model.parameters(), lr=0.05), h).step(batch)
 
-    ref = copy.deepcopy(start)
-    opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    opt, popart = torch.optim.SGD(ref.parameters(), lr=0.05), PopArt(ref.value)
     with torch.no_grad():
-        fwd = forward_and_targets(ref, batch, h)
+        fwd = forward_and_targets(ref, batch, h, popart)
         vs = fwd.vtrace.vs
         vs_next = torch.cat([vs[1:], fwd.values[4][None]])
         ended = batch.terminated | batch.truncated
         adv = batch.rewards * h.loss_reward_scale + h.discount * ~ended * vs_next - fwd.values[:4]
     for _ in range(3):
         opt.zero_grad()
-        reference_loss(ref, batch, h, vs, adv).backward()
+        reference_loss(ref, popart, batch, h, vs, adv).backward()
         torch.nn.utils.clip_grad_norm_(ref.parameters(), h.max_grad_norm)
         opt.step()
     for p, q in zip(model.parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
 
-    per_step = copy.deepcopy(start)
-    opt = torch.optim.SGD(per_step.parameters(), lr=0.05)
-    Learner(per_step, opt, h._replace(targets="step")).step(batch)
-    # the two settings train differently after the first step
-    pairs = zip(model.parameters(), per_step.parameters(), strict=True)
-    assert max((p - q).abs().max() for p, q in pairs) > 1e-4
 
-
-def test_batch_targets_equal_the_step_targets_at_the_first_step(model):
-    batch = on_policy(model, make_batch(4, 3, seed=12))
-    h = hyper(targets="batch")
-    held = batch_targets(model, batch, h)
-    fwd = forward_and_targets(model, batch, h)
-    torch.testing.assert_close(held.vs, fwd.vtrace.vs)
-    torch.testing.assert_close(held.advantages, fwd.advantages)
-    for settings in (h, h._replace(ppo_clip=0.0, normalize_advantages=False)):
-        with_held = loss_and_stats(model, batch, settings, None, held)
-        without = loss_and_stats(model, batch, settings)
-        torch.testing.assert_close(with_held.total, without.total)
-        torch.testing.assert_close(with_held.priorities, without.priorities)
-
-
-@pytest.mark.parametrize("targets, recursions", [("batch", 1), ("step", 6)])
-def test_v_trace_runs_once_an_update_with_batch_targets(model, monkeypatch, targets, recursions):
-    """With held targets an optimizer step needs only the ratios pi/mu: V-trace's recursion runs
-    once an update (for the targets), not at each of its epochs x minibatches steps."""
+def test_v_trace_runs_once_an_update(model, monkeypatch):
+    """An optimizer step needs only the ratios pi/mu: V-trace's recursion runs once an update
+    (for the held targets), not at each of its epochs x minibatches steps."""
 
     calls = []
     real = vtrace.from_importance_weights
@@ -283,10 +276,10 @@ def test_v_trace_runs_once_an_update_with_batch_targets(model, monkeypatch, targ
     )
     for ppo_clip in (0.1, 0.0):  # APPO's surrogate and IMPALA's rho-weighted gradient
         calls.clear()
-        h = hyper(targets=targets, epochs=3, minibatches=2, ppo_clip=ppo_clip)
+        h = hyper(epochs=3, minibatches=2, ppo_clip=ppo_clip)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         assert Learner(model, opt, h).step(make_batch(4, 4, seed=13)).sgd_steps == 6
-        assert len(calls) == recursions
+        assert len(calls) == 1
 
 
 def test_surrogate_on_policy_has_impala_gradient(model):
@@ -295,12 +288,10 @@ def test_surrogate_on_policy_has_impala_gradient(model):
     batch = on_policy(model, make_batch(4, 3, seed=8))
     grads = []
     for ppo_clip in (0.0, 0.1):
-        model.zero_grad()
+        net = copy.deepcopy(model)  # PopArt's step moves the value head: each from the same one
         settings = HYPER._replace(baseline_cost=0.0, entropy_cost=0.0, ppo_clip=ppo_clip)
-        loss_and_stats(model, batch, settings).total.backward()
-        grads.append(
-            torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-        )
+        losses_of(net, batch, settings).total.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in net.parameters() if p.grad is not None]))
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-6)
     assert grads[0].abs().sum() > 0
 
@@ -310,8 +301,7 @@ def test_surrogate_stops_pushing_a_policy_that_moved_past_the_clip(model):
     direction of its advantage contributes no policy gradient."""
     # every step terminal: the advantage r - V(x) does not depend on mu through v_{s+1}
     batch = on_policy(model, make_batch(4, 3, seed=9, terminated=torch.ones(4, 3, dtype=bool)))
-    fwd = forward_and_targets(model, batch, HYPER)
-    adv = fwd.advantages
+    adv = fwd_of(model, batch, HYPER).advantages
     # move mu so that pi/mu = 2 where the advantage is positive and 0.5 where it is negative
     shift = torch.where(adv > 0, -torch.log(torch.tensor(2.0)), torch.log(torch.tensor(2.0)))
     logits = batch.behaviour_logits.clone()
@@ -320,7 +310,7 @@ def test_surrogate_stops_pushing_a_policy_that_moved_past_the_clip(model):
     # still lands beyond the clip in the advantage's direction
     moved = replaced(batch, behaviour_logits=logits.detach())
     model.zero_grad()
-    losses = loss_and_stats(
+    losses = losses_of(
         model, moved, HYPER._replace(baseline_cost=0.0, entropy_cost=0.0, ppo_clip=0.1)
     )
     losses.total.backward()
@@ -329,38 +319,17 @@ def test_surrogate_stops_pushing_a_policy_that_moved_past_the_clip(model):
 
 
 def test_popart_step_learns_a_fixed_batch_in_normalised_units(model):
-    from learner.popart import PopArt
-
     batch = on_policy(model, make_batch(4, 2, seed=3))
     # targets far from the head's scale
     batch = replaced(batch, rewards=batch.rewards * 100)
-    popart = PopArt(model.value, beta=0.3)
-    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-3), HYPER, popart)
+    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-3), HYPER)
+    learner.popart = popart = PopArt(model.value, beta=0.3)  # quicker than the default's 3e-3
     for _ in range(40):
         stats = learner.step(batch)
     sigma = float(popart.stats.sigma(popart.min_sigma))
     assert sigma > 5  # the statistics found the targets' scale
     assert float(stats.baseline_loss) < 0.5  # in units of sigma, not of the raw targets
     fwd = forward_and_targets(model, batch, HYPER, popart)
-    err = (fwd.vtrace.vs - fwd.values[:4]).abs().mean()
-    assert float(err) < 0.5 * float(fwd.vtrace.vs.abs().mean())  # denormalised values track
-
-
-def test_return_norm_step_learns_a_fixed_batch_in_normalised_units_unscaled_head(model):
-    from learner.return_norm import ReturnNorm
-
-    batch = on_policy(model, make_batch(4, 2, seed=3))
-    batch = replaced(batch, rewards=batch.rewards * 100)  # targets far from the head's scale
-    norm = ReturnNorm()
-    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-3), HYPER, norm)
-    weight = model.value.weight.detach().clone()
-    norm.update(torch.zeros(1))  # the head is not rescaled by an update of the moments
-    assert torch.equal(model.value.weight, weight)
-    for _ in range(40):
-        stats = learner.step(batch)
-    assert norm.scale() > 5  # the moments found the targets' scale
-    assert float(stats.baseline_loss) < 0.5  # in units of sigma, not of the raw targets
-    fwd = forward_and_targets(model, batch, HYPER, norm)
     err = (fwd.vtrace.vs - fwd.values[:4]).abs().mean()
     assert float(err) < 0.5 * float(fwd.vtrace.vs.abs().mean())  # denormalised values track
 
@@ -396,7 +365,7 @@ def test_core_unroll_matches_the_actor_stepping_it_with_resets_and_a_carried_sta
     batch.last_actions[1:] = torch.tensor([2, 5])
     batch.core_state = torch.randn(N, net.spec.state_size)  # where the actor's core was
     with torch.no_grad():
-        fwd = forward_and_targets(net, batch, hyper())
+        fwd = forward_and_targets(net, batch, hyper(), PopArt(net.value))
         stacks = stack_frames(batch.frames, batch.first)  # [T+1, N, 4, H, W]
         prev = previous_actions(batch, A)  # [T+1, N]
         finals = final_stacks(batch)  # [N, 4, H, W]
@@ -414,7 +383,7 @@ def test_core_unroll_matches_the_actor_stepping_it_with_resets_and_a_carried_sta
                     torch.testing.assert_close(fwd.final_values[n], final[0], rtol=1e-5, atol=1e-5)
     moved = replaced(batch, core_state=torch.zeros_like(batch.core_state))
     with torch.no_grad():
-        other = forward_and_targets(net, moved, hyper())
+        other = forward_and_targets(net, moved, hyper(), PopArt(net.value))
     assert not torch.allclose(other.values[:, 1:], fwd.values[:, 1:])  # the state is used
     torch.testing.assert_close(other.values[:, 0], fwd.values[:, 0])  # ... unless reset at 0
 
@@ -439,9 +408,9 @@ def test_a_recurrent_learner_learns_a_fixed_batch_in_whole_sequences(core):
 def test_bf16_autocast_keeps_the_targets_and_losses_in_float32_and_near_fp32(model):
     batch = on_policy(model, make_batch(8, 4, seed=3))
     with torch.no_grad():
-        full = loss_and_stats(model, batch, hyper())
-        half = loss_and_stats(model, batch, hyper(precision="bf16"))
-        fwd = forward_and_targets(model, batch, hyper(precision="bf16"))
+        full = losses_of(copy.deepcopy(model), batch, hyper())  # each from the same value head
+        half = losses_of(copy.deepcopy(model), batch, hyper(precision="bf16"))
+        fwd = fwd_of(model, batch, hyper(precision="bf16"))
     assert fwd.logits.dtype == fwd.values.dtype == fwd.vtrace.vs.dtype == torch.float32
     assert half.total.dtype == torch.float32
     torch.testing.assert_close(half.baseline, full.baseline, rtol=0.05, atol=0.05)

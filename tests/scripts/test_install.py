@@ -354,7 +354,7 @@ def test_offline_install_from_a_wheelhouse_reuses_the_box_torch_and_trains(tmp_p
     py = str(venv / "bin/python")
     learner = procs.Proc(
         [py, "-m", "learner", "--run-dir", str(run_dir), "--port", str(port),
-         "--metrics-port", str(metrics), "--device", "cpu", "--max-updates", "1",
+         "--metrics-port", str(metrics), "--device", "cpu", "--train-frames", "1",
          "--batch-chunks", "1"],
         tmp_path / "learner.log",
     )  # fmt: skip

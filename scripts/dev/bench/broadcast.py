@@ -1,11 +1,11 @@
 """What the weight broadcast costs the learner, with 1, 16 and 64 subscribers.
 
     python -m scripts.dev.bench.broadcast [--subscribers 0,1,16,64] [--seconds 20] [--rounds 2]
-                                      [--dtypes float32,float16] [--bridge]
+                                          [--bridge]
 
 A real learner process (`python -m learner`, CPU unless --device) trains on chunks that one
 sender process streams under the credit protocol, with batches small enough that it publishes
-at the default rate's ceiling (every update, at most one message per --publish-interval-s, 0.5 s),
+at the learner's rate's ceiling (every update, at most one message per 0.5 s, learner/loop.py),
 as a GPU learner does. A subscriber process holds S plain SUB sockets on the learner's PORT+1,
 configured as an actor's (docs/DESIGN.md), and counts what each receives. Phases of each S run
 in turn, their order reversed every round, so machine noise hits all alike; each phase starts
@@ -13,7 +13,7 @@ once every socket has had a message.
 
 Per phase, from the learner's /metrics and its threads' CPU clocks (/proc/PID/task):
 - bytes per publish and publishes/s (`mario_weights_broadcast_bytes_total`, `..._broadcasts_total`);
-- prepare: the publisher thread's CPU per message (device copy, dtype, encoding:
+- prepare: the publisher thread's CPU per message (device copy, encoding:
   `mario_weights_publish_cpu_seconds_total`);
 - send: CPU/s of libzmq's I/O threads (`ZMQbg/IO/*`) above their rate with no subscriber in the
   same round (the I/O threads also receive the chunks): the per-subscriber writes;
@@ -161,12 +161,12 @@ def snapshot(url: str, pid: int) -> dict[str, float]:
 # -- the benchmark -------------------------------------------------------------------------------
 
 
-def start_learner(run_dir: str, device: str, dtype: str, host: str) -> tuple:
+def start_learner(run_dir: str, device: str, host: str) -> tuple:
     port, mport = free_ports(2), free_ports()
     argv = [sys.executable, "-m", "learner", "--run-dir", run_dir, "--device", device,
             "--host", host, "--port", str(port), "--metrics-port", str(mport),
             "--batch-chunks", "1", "--epochs", "1", "--max-epochs", "1", "--minibatches", "1",
-            "--replay-fraction", "0", "--weights-dtype", dtype, "--torch-threads", "1",
+            "--replay-fraction", "0", "--torch-threads", "1",
             "--max-policy-lag", str(10**9), "--checkpoint-interval-s", "100000",
             "--log-level", "WARNING"]  # fmt: skip
     if host != "127.0.0.1":
@@ -251,14 +251,14 @@ def phase(
     return out
 
 
-def measure(args, dtype: str) -> list[dict]:
+def measure(args) -> list[dict]:
     with ExitStack() as stack, tempfile.TemporaryDirectory() as run_dir:
         wrap, host, connect = (lambda argv: argv), "127.0.0.1", "127.0.0.1"
         if args.bridge:
             net = stack.enter_context(netns.Network())
             subs = net.add_host("subs")
             wrap, host, connect = subs.exec, "0.0.0.0", net.gateway
-        proc, port, url = start_learner(run_dir, args.device, dtype, host)
+        proc, port, url = start_learner(run_dir, args.device, host)
         sender = SPAWN.Process(target=send_chunks, args=(port, 0, 32, 4, 10**6))
         try:
             sender.start()
@@ -282,7 +282,7 @@ def measure(args, dtype: str) -> list[dict]:
     return rows
 
 
-def summarise(rows: list[dict], dtype: str, bridge: bool) -> list[dict]:
+def summarise(rows: list[dict], bridge: bool) -> list[dict]:
     """Median over rounds per S; send = I/O CPU above the same round's S = 0 phase."""
     base = {r["round"]: r["zmq_io_cpu_per_s"] for r in rows if r["subscribers"] == 0}
     out = []
@@ -295,7 +295,7 @@ def summarise(rows: list[dict], dtype: str, bridge: bool) -> list[dict]:
         ]
         med = {k: statistics.median(r[k] for r in mine) for k in mine[0] if k != "round"}
         med.update(send_cpu_per_s=statistics.median(send), share=statistics.median(share))
-        out.append({"dtype": dtype, "bridge": bridge, **med})
+        out.append({"bridge": bridge, **med})
     return out
 
 
@@ -308,7 +308,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subscribers", default="1,16,64", help="comma-separated counts")
     parser.add_argument("--seconds", type=float, default=20.0, help="measurement window a phase")
     parser.add_argument("--rounds", type=int, default=2, help="rounds; order reversed each")
-    parser.add_argument("--dtypes", default="float32", help="comma-separated --weights-dtype")
     parser.add_argument("--device", default="cpu", help="the learner's --device")
     parser.add_argument("--bridge", action="store_true", help="subscribers on a netns host")
     parser.add_argument("--relays", type=int, default=0, help="subscribers behind N relays")
@@ -317,20 +316,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.bridge and (why := netns.unavailable()):
         print(f"error: --bridge needs network namespaces: {why}", file=sys.stderr)
         return 2
-    print(f"{'dtype':8} {'path':8} {'relays':>6} {'subs':>4} {'KB/pub':>8} {'pub/s':>6} {'prep ms':>8} "
+    print(f"{'path':8} {'relays':>6} {'subs':>4} {'KB/pub':>8} {'pub/s':>6} {'prep ms':>8} "
           f"{'send cpu':>8} {'share':>6} {'spread ms':>9} {'got':>5}")  # fmt: skip
-    for dtype in args.dtypes.split(","):
-        for row in summarise(measure(args, dtype), dtype, args.bridge):
-            print(
-                f"{dtype:8} {'bridge' if args.bridge else 'loopback':8} {int(row['relays']):>6} "
-                f"{int(row['subscribers']):>4} "
-                f"{row['bytes_per_publish'] / 1e3:>8.0f} {row['publishes_per_s']:>6.2f} "
-                f"{row['prepare_ms_per_publish']:>8.1f} {row['send_cpu_per_s']:>8.3f} "
-                f"{row['share']:>6.3f} {row.get('spread_ms_p50') or 0:>9.1f} "
-                f"{row.get('delivered_share', 0):>5.2f}",
-                flush=True,
-            )
-            print(json.dumps({"bench": "broadcast", **row}), flush=True)
+    for row in summarise(measure(args), args.bridge):
+        print(
+            f"{'bridge' if args.bridge else 'loopback':8} {int(row['relays']):>6} "
+            f"{int(row['subscribers']):>4} "
+            f"{row['bytes_per_publish'] / 1e3:>8.0f} {row['publishes_per_s']:>6.2f} "
+            f"{row['prepare_ms_per_publish']:>8.1f} {row['send_cpu_per_s']:>8.3f} "
+            f"{row['share']:>6.3f} {row.get('spread_ms_p50') or 0:>9.1f} "
+            f"{row.get('delivered_share', 0):>5.2f}",
+            flush=True,
+        )
+        print(json.dumps({"bench": "broadcast", **row}), flush=True)
     return 0
 
 

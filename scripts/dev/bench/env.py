@@ -42,12 +42,12 @@ def factory_frames_per_s(seconds: float) -> float:
 
 
 def inference_s_per_obs(spec: ModelSpec, batch: int, seconds: float) -> float:
-    """Seconds per observation of `spec`'s forward pass on [batch, S, H, W] uint8 frames (and
-    the previous action, where the spec takes it)."""
+    """Seconds per observation of `spec`'s forward pass on [batch, S, H, W] uint8 frames and
+    the previous action."""
     model = ActorCritic(spec).eval()
     size = spec.frame_size
     x = torch.randint(0, 256, (batch, spec.stack, size, size), dtype=torch.uint8)
-    last = torch.randint(0, spec.num_actions, (batch,)) if spec.last_action else None
+    last = torch.randint(0, spec.num_actions, (batch,))
     state = model.initial_state(batch)  # [batch, C], carried as the actor carries it
     with torch.inference_mode():
         for _ in range(3):
@@ -65,15 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=2.0, help="seconds per measurement")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    # the small CNN without its input normalisation and previous action: what those two cost
-    plain_spec = ModelSpec(last_action=False, input_norm=False)
     lstm_spec = ModelSpec(core="lstm")
-    raw, fac, inf, plain, lstm = [], [], [], [], []
+    raw, fac, inf, lstm = [], [], [], []
     for _ in range(args.rounds):
         raw.append(raw_frames_per_s(args.seconds))
         fac.append(factory_frames_per_s(args.seconds))
         inf.append(inference_s_per_obs(ModelSpec(), 4, args.seconds / 2))
-        plain.append(inference_s_per_obs(plain_spec, 4, args.seconds / 2))
         lstm.append(inference_s_per_obs(lstm_spec, 4, args.seconds / 2))
     raw_fps, fac_fps, inf_s = statistics.median(raw), statistics.median(fac), statistics.median(inf)
     step_s = 4 / raw_fps  # emulation time of one agent step (4 frames)
@@ -84,8 +81,6 @@ def main(argv: list[str] | None = None) -> int:
         "inference_ms_per_obs": inf_s * 1e3,
         "agent_step_emulation_ms": step_s * 1e3,
         "inference_over_agent_step": inf_s / step_s,
-        "plain_inference_ms_per_obs": statistics.median(plain) * 1e3,
-        "inference_over_plain": statistics.median(a / b for a, b in zip(inf, plain, strict=True)),
         "lstm_inference_ms_per_obs": statistics.median(lstm) * 1e3,
         "lstm_inference_over_agent_step": statistics.median(lstm) / step_s,
         "lstm_over_default": statistics.median(a / b for a, b in zip(lstm, inf, strict=True)),
@@ -102,8 +97,6 @@ def main(argv: list[str] | None = None) -> int:
         f"default (small) CNN, batch 4 {r['inference_ms_per_obs']:8.3f} ms/obs     "
         f"= {r['inference_over_agent_step']:.3f} of one agent step's emulation "
         f"({r['agent_step_emulation_ms']:.2f} ms)  (target <= 0.10)\n"
-        f"  without input norm and previous action {r['plain_inference_ms_per_obs']:.3f} ms/obs"
-        f" (the default costs {r['inference_over_plain']:.3f}x that, median of paired rounds)\n"
         f"  with an LSTM core (256)   {r['lstm_inference_ms_per_obs']:8.3f} ms/obs     "
         f"= {r['lstm_inference_over_agent_step']:.3f} of an agent step "
         f"({r['lstm_over_default']:.3f}x the default, paired rounds)\n"

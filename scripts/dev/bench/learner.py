@@ -1,6 +1,6 @@
 """How fast the learner trains, and whether ingest keeps its device busy (`make bench`).
 
-Two measurements, each for every combination of the --archs, --cores, --precisions, --targets,
+Two measurements, each for every combination of the --archs, --cores, --precisions,
 --batch-chunks and --threads given:
 
 - update: the learner's own per-update work, built by `learner.loop.build_training` from the
@@ -22,7 +22,6 @@ second process steps N Mario emulators in threads, as the actor beside a CPU lea
     python -m scripts.dev.bench.learner --device cuda --archs small,nature,resnet --batch-chunks 2,8,32 --e2e
     python -m scripts.dev.bench.learner --device cuda --archs small,resnet --cores none,lstm --precisions fp32,bf16
     python -m scripts.dev.bench.learner --device cpu --batch-chunks 8 --threads 1,2 --beside-emulators 4
-    python -m scripts.dev.bench.learner --device cpu --targets batch,step
 """
 
 from __future__ import annotations
@@ -77,7 +76,7 @@ def time_updates(
         return batch.num_sequences
 
     fresh = b * num_envs
-    warm = 5 + (cfg.replay_min_size // fresh + 1 if mixer is not None else 0)
+    warm = 5 + (mixer.min_size // fresh + 1 if mixer is not None else 0)
     for i in range(warm):  # cuDNN autotuning, allocator warm-up, replay past its minimum
         one(i)
     sync(device)
@@ -124,7 +123,7 @@ def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: f
     with tempfile.TemporaryDirectory() as run_dir:
         argv = [sys.executable, "-m", "learner", "--run-dir", run_dir, "--device", device,
                 "--port", str(port), "--metrics-port", str(mport), "--arch", cfg.arch,
-                "--core", cfg.core, "--precision", cfg.precision, "--targets", cfg.targets,
+                "--core", cfg.core, "--precision", cfg.precision,
                 "--batch-chunks", str(cfg.batch_chunks), "--unroll-length", str(cfg.unroll_length),
                 "--max-policy-lag", str(10**9), "--checkpoint-interval-s", "100000",
                 "--log-level", "WARNING"]  # fmt: skip
@@ -193,7 +192,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--archs", default="small", help="comma-separated: small,nature,resnet")
     parser.add_argument("--cores", default="none", help="comma-separated: none,lstm,gru")
     parser.add_argument("--precisions", default="fp32", help="comma-separated: fp32,bf16")
-    parser.add_argument("--targets", default="batch", help="comma-separated: batch,step")
     parser.add_argument("--batch-chunks", default="2", help="comma-separated chunks per update")
     parser.add_argument("--num-envs", type=int, default=4, help="envs per chunk (K)")
     parser.add_argument("--unroll-length", type=int, default=32, help="T")
@@ -218,22 +216,20 @@ def main(argv: list[str] | None = None) -> int:
         args.archs.split(","),
         args.cores.split(","),
         args.precisions.split(","),
-        args.targets.split(","),
         args.batch_chunks.split(","),
         args.threads.split(","),
     )
     # a row each: the update, the e2e learner
-    for arch, core, precision, targets, b, threads in settings:
+    for arch, core, precision, b, threads in settings:
         torch.set_num_threads(int(threads) or default_threads)
         cfg = LearnerConfig(
             arch=arch,
             core=core,
             precision=precision,
-            targets=targets,
             batch_chunks=int(b),
             unroll_length=args.unroll_length,
         )
-        row = {"arch": arch, "core": core, "precision": precision, "targets": targets}
+        row = {"arch": arch, "core": core, "precision": precision}
         row |= {"batch_chunks": cfg.batch_chunks, "device": str(device)}
         row |= {"torch_threads": torch.get_num_threads(), "beside_emulators": args.beside_emulators}
         row["update"] = time_updates(cfg, args.num_envs, device, args.iters, args.repeats)

@@ -105,7 +105,6 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
         "PORT": 6000,
         "KEYS": keys,
         "LEVELS": "1-2,world:4",
-        "SCHEDULE": "progress",
         "FRAMES": 5_000_000,
         "LEARNER_ARGS": "--batch-chunks 2 --seed 3",
         "ACTOR_ARGS": "--num-envs 1",
@@ -126,7 +125,7 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
     # and each is a command line its process accepts, with what the settings say
     learner = config_io.load(LearnerConfig, train["learner"][3:], prog="learner", description="")
     assert (learner.port, learner.batch_chunks, learner.seed) == (6000, 2, 3)
-    assert (learner.level, learner.level_schedule) == ("1-2,world:4", "progress")
+    assert learner.level == "1-2,world:4"
     assert (learner.train_frames, learner.lr_anneal_frames) == (5_000_000, 5_000_000)
     assert learner.curve_dir == f"{keys}/learner"
     assert learner.run_dir == str(tmp_path / "run")
@@ -169,8 +168,10 @@ def test_level_stays_a_set_of_one_goes_to_the_learner_alone_and_bad_sets_are_ref
     for line in out.splitlines():  # the learner's; actors and the eval actor are told it
         name, _, command = line.partition(": ")
         assert ("--level 1-2" in command) == (name == "learner"), line
-    problems = hosts.Host(levels="1-5,world:9", schedule="hardest").resolved().problems()
-    assert len(problems) == 2 and "'1-5'" in problems[0] and "'world:9'" in problems[0]
-    assert problems[1] == "SCHEDULE must be one of uniform, progress, got 'hardest'"
+    problems = hosts.Host(levels="1-5,world:9").resolved().problems()
+    assert len(problems) == 1 and "'1-5'" in problems[0] and "'world:9'" in problems[0]
     with pytest.raises(ValueError, match="MARIO_LEVEL='1-1': renamed MARIO_LEVELS"):
         hosts.Host.from_env({"MARIO_LEVEL": "1-1"})
+    with pytest.raises(ValueError, match="MARIO_SCHEDULE='progress': removed, actors draw"):
+        hosts.Host.from_env({"MARIO_SCHEDULE": "progress"})
+    assert hosts.Host.from_env({"MARIO_SCHEDULE": ""}).levels == "1-1"  # an old env file's line
