@@ -91,7 +91,6 @@ class Actor:
         self.unroll_length = 0  # likewise
         self.lanes: list[Lane] = []  # built for them once no lane is stepping
         self.lanes_stale = True
-        self.level_weights: dict[str, float] = {}  # the learner's newest, for envs built later
         self.seq = 0
         self.rate = RateWindow(10.0)
         self.link = link_for(
@@ -134,22 +133,10 @@ class Actor:
             seed=(cfg.seed, cfg.actor_id),
             between=lambda: self.link.poll(0),  # heartbeats: the learner must not forget us
         )
-        self._show_schedule()
 
     def _on_weights(self, weights: wire.Weights) -> None:
         load_weights(self.model, weights)
-        self.level_weights = weights.level_weights
-        for env in self.envs:  # each env's next episode is drawn with the learner's weights
-            env.schedule.set_weights(weights.level_weights)
-        self._show_schedule()
         self.metrics.policy_version.set(weights.policy_version)
-
-    def _show_schedule(self) -> None:
-        if not self.envs:
-            return
-        schedule = self.envs[0].schedule
-        for level, p in zip(schedule.levels, schedule.probabilities, strict=True):
-            self.metrics.level_probability.labels(level).set(p)
 
     def _on_event(self, event: str) -> None:
         if event == "reconnect":
@@ -206,9 +193,6 @@ class Actor:
             self._build_envs()
             num_actions = self.envs[0].num_actions
             check_num_actions(self.model.spec, num_actions)
-            for env in self.envs:
-                env.schedule.set_weights(self.level_weights)
-            self._show_schedule()
             self.lanes = split_lanes(
                 self.envs,
                 self.cfg.lanes,

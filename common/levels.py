@@ -5,10 +5,9 @@ four stages), "all" (the 32 stages), or any mix of these ("world:1,4-1"); a stag
 counts once, and the set keeps the order in which it was written. Anything that is not a
 stage ("tests.fakes:Corridor-v0") is a Gymnasium id and must stand alone: a set of one.
 
-Each env draws the level of its next episode from the set with its own random generator, so a
-run's draws are reproducible from its seed, and with the weights the learner last sent
-(`LevelSchedule.set_weights`; uniform until then). The policy is never told which level it
-plays.
+Each env draws the level of its next episode from the set, every level alike, with its own
+random generator, so a run's draws are reproducible from its seed. The policy is never told which
+level it plays.
 
 A level's length is the x position of its flag (or, in a castle, its axe), measured from the game
 by `scripts.dev.analysis.level_lengths` and kept in common/level_lengths.json with the command that
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
@@ -105,35 +103,15 @@ def unmeasured(levels: tuple[str, ...]) -> list[str]:
 
 
 class LevelSchedule:
-    """Draws each episode's level from the set: uniformly until `set_weights` gives the
-    learner's weights. Levels the weights leave out get the mean weight of those they name."""
+    """Draws each episode's level from the set, every level alike."""
 
     def __init__(self, levels: tuple[str, ...], seed: int | tuple[int, ...]):
         if not levels:
             raise LevelSetError("a schedule needs at least one level")
         self.levels = levels
         self._rng = np.random.default_rng(seed)
-        self._p: np.ndarray | None = None  # [L] probabilities; None = uniform
-
-    def set_weights(self, weights: Mapping[str, float]) -> None:
-        """Take the learner's per-level weights (any non-negative scale; {} = uniform)."""
-        known = [float(weights[lv]) for lv in self.levels if lv in weights]
-        if not known or sum(known) <= 0:
-            self._p = None
-            return
-        fill = sum(known) / len(known)
-        w = np.array([max(float(weights.get(lv, fill)), 0.0) for lv in self.levels])
-        self._p = w / w.sum()  # one assignment: a worker thread drawing sees old or new
-
-    @property
-    def probabilities(self) -> np.ndarray:
-        n = len(self.levels)
-        return self._p if self._p is not None else np.full(n, 1.0 / n)
 
     def next_level(self) -> str:
         if len(self.levels) == 1:
             return self.levels[0]
-        p = self._p
-        if p is None:
-            return self.levels[int(self._rng.integers(len(self.levels)))]
-        return self.levels[int(self._rng.choice(len(self.levels), p=p))]
+        return self.levels[int(self._rng.integers(len(self.levels)))]

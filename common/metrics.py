@@ -188,7 +188,6 @@ class LearnerMetrics(_Metrics):
         # --- levels: the newest 50 training episodes of each (learner/levels.py WINDOW), and the draw ---
         _M("level_progress", Gauge, "mario_level_progress", "Mean progress of the level's newest training episodes (0-1).", ("level",), row="progress", tag="level/{level}/progress"),
         _M("level_flag_rate", Gauge, "mario_level_flag_rate", "Flag rate of the level's newest training episodes.", ("level",), row="flag_rate", tag="level/{level}/flag_rate"),
-        _M("level_weight", Gauge, "mario_level_schedule_weight", "The probability with which actors draw the level for an episode (1 / levels: they draw uniformly).", ("level",), row="weight", tag="level/{level}/weight"),
         _M("level_advantage_std", Gauge, "mario_level_advantage_std", "Std of the level's advantages in the last update, before their normalisation (scaled reward units).", ("level",), row="advantage_std", tag="level/{level}/advantage_std"),
         _M("level_entropy", Gauge, "mario_level_policy_entropy", "The policy's mean entropy on the level's steps in the last update (nats; ln of the actions at uniform).", ("level",), row="entropy", tag="level/{level}/entropy"),
         # the mean over the set, each level with a figure alike (0 before the first)
@@ -301,7 +300,6 @@ class ActorMetrics(_Metrics):
         _M("flow_control_wait_seconds", Counter, "mario_actor_flow_control_wait_seconds", "Time blocked waiting for a send credit."),
         _M("policy_version", Gauge, "mario_actor_policy_version", "Acting policy version."),
         _M("episodes", Counter, "mario_actor_episodes", "Finished episodes.", ("level", "outcome")),
-        _M("level_probability", Gauge, "mario_actor_level_probability", "Probability with which this actor's envs draw the level of an episode (1 / levels: uniform).", ("level",)),
         _M("chunks_sent", Counter, "mario_actor_chunks_sent", "Chunks sent."),
         _M("reconnects", Counter, "mario_actor_reconnects", "New sessions with the learner: after a silence, or a learner that forgot this actor."),
         _M("credits", Gauge, "mario_actor_credits", "Send credits in hand."),

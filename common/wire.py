@@ -34,7 +34,6 @@ from common._wire_checks import (
     check_bool,
     check_float,
     check_int,
-    check_level_weights,
     check_spec,
     check_str,
     check_tensors,
@@ -173,14 +172,11 @@ class Weights:
     policy_version: int  # >= 0
     tensors: dict[str, np.ndarray] = field(repr=False)  # name -> float32 or float16, any shape
     model_spec: dict[str, str | int | float | bool]  # flat
-    # level -> weight with which actors draw an episode's level ({} = uniform); common.levels
-    level_weights: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_int("weights.policy_version", self.policy_version)
         check_tensors("weights.tensors", self.tensors, allowed=("<f4", "<f2"))
         check_spec("weights.model_spec", self.model_spec)
-        check_level_weights("weights.level_weights", self.level_weights)
 
     def __eq__(self, other: object) -> bool:
         return _messages_equal(self, other)

@@ -64,19 +64,6 @@ def test_uniform_draws_every_level_about_equally_and_repeats_with_its_seed():
     assert [LevelSchedule(("1-1",), seed=s).next_level() for s in range(3)] == ["1-1"] * 3
 
 
-def test_the_learners_weights_set_the_draws_and_levels_they_leave_out_get_their_mean():
-    levels = ("1-1", "1-2", "1-3")
-    s = LevelSchedule(levels, seed=0)
-    s.set_weights({"1-1": 6.0, "1-2": 2.0})  # 1-3 unnamed: the mean, 4
-    np.testing.assert_allclose(s.probabilities, [0.5, 1 / 6, 1 / 3])
-    counts = collections.Counter(s.next_level() for _ in range(6000))
-    for level, p in zip(levels, s.probabilities, strict=True):
-        assert abs(counts[level] - 6000 * p) < 6 * np.sqrt(6000 * p * (1 - p)), counts
-    s.set_weights({"4-1": 1.0})  # nothing of this set: uniform again
-    np.testing.assert_allclose(s.probabilities, [1 / 3] * 3)
-    s.set_weights({})
-    np.testing.assert_allclose(s.probabilities, [1 / 3] * 3)
-
 
 def test_progress_is_max_x_over_the_measured_length_and_one_at_the_flag():
     length = level_lengths()["1-1"]

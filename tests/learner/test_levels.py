@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from common import wire
 from common.levels import level_lengths
 from learner.levels import LevelStats
 
@@ -31,12 +29,3 @@ def test_the_window_keeps_the_newest_episodes():
     for x in (0, 0, 0, length, length, length):
         stats.add("1-1", x, x == length)
     assert stats.summary()["1-1"] == (6, 1.0, 1.0, 3)
-
-
-def test_weights_travel_with_the_policy_and_bad_ones_are_refused():
-    tensors = {"w": np.zeros(3, np.float32)}
-    msg = wire.Weights(policy_version=3, tensors=tensors, model_spec={}, level_weights={"1-1": 0.7})
-    assert wire.decode(wire.encode(msg)).level_weights == {"1-1": 0.7}
-    for bad in ({"1-1": -0.1}, {"1-1": float("nan")}, {"1-1": 1}, {"": 0.5}):
-        with pytest.raises(wire.ProtocolError, match="level_weights"):
-            wire.Weights(policy_version=3, tensors=tensors, model_spec={}, level_weights=bad)

@@ -35,7 +35,7 @@ KINDS = {Counter: "counter", Gauge: "gauge", Histogram: "histogram", Info: "info
 READ_KEYS = {"time", "env_frames", "agent_steps", "updates", "agent_steps_per_s", "mean_max_x"}
 READ_KEYS |= {"mean_return", "flag_rate", "total_loss", "pg_loss", "baseline_loss", "entropy"}
 READ_KEYS |= {"learning_rate", "replay_size", "grad_norm", "clip_fraction", "levels"}
-READ_LEVEL_KEYS = {"progress", "flag_rate", "weight", "advantage_std", "entropy"}
+READ_LEVEL_KEYS = {"progress", "flag_rate", "advantage_std", "entropy"}
 
 
 def outputs(field: str) -> list:
@@ -248,9 +248,6 @@ class FakeLevels:
     def summary(self) -> dict[str, LevelSummary]:
         return {"1-1": LevelSummary(3, 0.4, 1 / 3, 3), "1-2": LevelSummary(0, None, None, 0)}
 
-    def weights(self) -> dict[str, float]:
-        return {"1-1": 0.25, "1-2": 0.75}
-
 
 def test_the_train_loops_record_fills_every_output_from_one_set_of_gauges(
     tmp_path, monkeypatch, capsys
@@ -293,7 +290,7 @@ def test_the_train_loops_record_fills_every_output_from_one_set_of_gauges(
     assert row["total_loss"] == pytest.approx(float(stats.total_loss))
     assert row["replay_size"] == 4 and row["sgd_steps"] == stats.sgd_steps
     assert row["levels"]["1-2"] == {
-        "progress": None, "flag_rate": None, "weight": 0.75, "advantage_std": None, "entropy": None
+        "progress": None, "flag_rate": None, "advantage_std": None, "entropy": None
     }  # fmt: skip
     assert row["levels"]["1-1"]["progress"] == 0.4
     assert row["levels"]["1-1"]["entropy"] == pytest.approx(float(stats.level_entropy[0]))
