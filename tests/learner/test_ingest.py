@@ -17,7 +17,7 @@ from tests.fakes import make_chunk
 from tests.procs import free_port
 
 T, K, A, S = 4, 2, 7, 84
-MODEL = {"arch": "nature", "num_actions": A, "stack": 4, "frame_size": S}
+MODEL = {"arch": "nature", "num_actions": A, "stack": 4, "frame_size": S, "core": "none"}
 ENV = EnvSpec(level="1-1,1-2", frame_size=S, frame_skip=4, no_progress_steps=0)
 WELCOME = wire.Welcome(
     credits=2, policy_version=0, unroll_length=T, model_spec=MODEL, env_spec=ENV.to_wire()
