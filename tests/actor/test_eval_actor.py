@@ -107,9 +107,12 @@ def test_eval_actor_takes_the_levels_of_a_set_in_turn(tmp_path):
         )
 
     try:
-        procs.wait_until("the eval metrics", lambda: bool(procs.scrape(eport)), 60, everyone)
+        first = f"mario_eval_max_x{{level={levels[0]},policy=greedy}}"
+        procs.wait_until(  # the series are made when the learner's Welcome names the levels
+            "the eval metrics", lambda: first in procs.scrape(eport), 60, everyone
+        )
         m = procs.scrape(eport)
-        for level in levels:  # every level's series exists before its first turn
+        for level in levels:  # every level's series exists once the first does
             assert f"mario_eval_max_x{{level={level},policy=greedy}}" in m
         procs.wait_until(
             "2 evaluations of each level", lambda: min(map(counted, levels)) >= 2, 180, everyone
