@@ -241,15 +241,12 @@ def test_every_status_field_shows_its_metric_in_table_order():
 
 
 class FakeLevels:
-    """LevelStats' two reads: 1-1 played, 1-2 not yet."""
+    """LevelStats' read: 1-1 played, 1-2 not yet."""
 
     levels = LEVELS
 
     def summary(self) -> dict[str, LevelSummary]:
         return {"1-1": LevelSummary(3, 0.4, 1 / 3, 3), "1-2": LevelSummary(0, None, None, 0)}
-
-    def weights(self) -> dict[str, float]:
-        return {"1-1": 0.25, "1-2": 0.75}
 
 
 def test_the_train_loops_record_fills_every_output_from_one_set_of_gauges(
@@ -292,8 +289,8 @@ def test_the_train_loops_record_fills_every_output_from_one_set_of_gauges(
     assert row["mean_max_x"] == 500 and row["flag_rate"] == 0.5 and row["mean_return"] == 70
     assert row["total_loss"] == pytest.approx(float(stats.total_loss))
     assert row["replay_size"] == 4 and row["sgd_steps"] == stats.sgd_steps
-    assert row["levels"]["1-2"] == {
-        "progress": None, "flag_rate": None, "weight": 0.75, "advantage_std": None, "entropy": None
+    assert row["levels"]["1-2"] == {  # actors draw the two levels uniformly
+        "progress": None, "flag_rate": None, "weight": 0.5, "advantage_std": None, "entropy": None
     }  # fmt: skip
     assert row["levels"]["1-1"]["progress"] == 0.4
     assert row["levels"]["1-1"]["entropy"] == pytest.approx(float(stats.level_entropy[0]))
