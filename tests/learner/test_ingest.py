@@ -12,12 +12,13 @@ from common import wire
 from common.env_spec import EnvSpec
 from common.levels import level_lengths
 from common.metrics import LearnerMetrics
+from common.model import ModelSpec
 from learner.ingest import Ingest, IngestSettings
 from tests.fakes import make_chunk
 from tests.procs import free_port
 
 T, K, A, S = 4, 2, 7, 84
-MODEL = {"arch": "nature", "num_actions": A, "stack": 4, "frame_size": S, "core": "none"}
+MODEL = ModelSpec(arch="nature", num_actions=A, frame_size=S).to_wire()
 ENV = EnvSpec(level="1-1,1-2", frame_size=S, frame_skip=4, no_progress_steps=0)
 WELCOME = wire.Welcome(
     credits=2, policy_version=0, unroll_length=T, model_spec=MODEL, env_spec=ENV.to_wire()

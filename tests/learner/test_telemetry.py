@@ -241,7 +241,7 @@ def test_every_status_field_shows_its_metric_in_table_order():
 
 
 class FakeLevels:
-    """LevelStats' two reads: 1-1 played, 1-2 not yet."""
+    """LevelStats' read: 1-1 played, 1-2 not yet."""
 
     levels = LEVELS
 
