@@ -60,9 +60,9 @@ def test_a_lagging_probe_reports_the_acting_version_in_each_chunk(tmp_path, monk
     versions = []
     real = sync_probe.to_wire_chunk
 
-    def recorded(cfg, actor_id, seq, chunk):
+    def recorded(cfg, actor_id, seq, chunk, **kw):
         versions.append(chunk.policy_version)
-        return real(cfg, actor_id, seq, chunk)
+        return real(cfg, actor_id, seq, chunk, **kw)
 
     monkeypatch.setattr(sync_probe, "to_wire_chunk", recorded)
     assert sync_probe.main(argv) == 0
