@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import signal
 import statistics
 import sys
 import time
@@ -40,19 +39,19 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-import torch
 
 from actor.config import ActorConfig
 from actor.evaluation import NES_FPS, Episode, EpisodePlayer, Policy, model_policy, write_video
-from actor.link import FatalRefusal, check_num_actions, link_for, load_weights, welcomed_specs
+from actor.link import check_num_actions, link_for, load_weights, welcomed_specs
+from actor.main import run_process
 from common import config as config_io
 from common import wire
 from common.config import Count, NonNegative, PositiveInt
 from common.config import option as _f
-from common.env import EnvBuildError, EpisodeSummary, FrameEnv, build_envs
+from common.env import EpisodeSummary, FrameEnv, build_envs
 from common.env_spec import EnvSpec
 from common.levels import progress
-from common.metrics import EvalMetrics, MetricsPortError, add_process_metrics, serve
+from common.metrics import EvalMetrics
 from common.model import ActorCritic
 from common.rundir import atomic_write
 
@@ -244,34 +243,8 @@ class EvalActor:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = config_io.load(EvalConfig, argv, prog="actor.eval", description=__doc__ or "")
-    logging.basicConfig(
-        level=cfg.log_level,
-        format=f"%(asctime)s eval[{cfg.actor_id}] %(levelname)s %(message)s",
-    )
-    torch.set_num_threads(cfg.torch_threads)
-    metrics = EvalMetrics()  # each level's series from the learner's first Welcome
-    add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
-    if cfg.metrics_port:
-        try:
-            serve(metrics.registry, cfg.metrics_host, cfg.metrics_port)
-        except MetricsPortError as exc:
-            log.error("%s", exc)
-            return 1
-        log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
-    evaluator = EvalActor(cfg, metrics, uuid.uuid4().hex)
-    signal.signal(signal.SIGTERM, evaluator.stop)
-    signal.signal(signal.SIGINT, evaluator.stop)
-    try:
-        return evaluator.run()
-    except EnvBuildError as exc:
-        log.error("%s", exc)
-        return 1
-    except FatalRefusal as exc:
-        log.error("the learner refused this eval actor: %s", exc)
-        return 2
-    finally:
-        evaluator.close()
-        log.info("stopped")
+    # each level's series are made at the learner's first Welcome
+    return run_process(cfg, "eval", EvalMetrics(), lambda c, m: EvalActor(c, m, uuid.uuid4().hex))
 
 
 if __name__ == "__main__":

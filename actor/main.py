@@ -242,14 +242,15 @@ class Actor:
             env.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    cfg = config_io.load(ActorConfig, argv, prog="actor", description=__doc__ or "")
+def run_process(cfg: ActorConfig, name: str, metrics, build) -> int:
+    """The shell both actor commands share: logging, torch threads, /metrics, signals, and the
+    exit status of `build(cfg, metrics).run()` (1: an env that cannot be built or a metrics port
+    in use; 2: refused by the learner)."""
     logging.basicConfig(
         level=cfg.log_level,
-        format=f"%(asctime)s actor[{cfg.actor_id}] %(levelname)s %(message)s",
+        format=f"%(asctime)s {name}[{cfg.actor_id}] %(levelname)s %(message)s",
     )
     torch.set_num_threads(cfg.torch_threads)
-    metrics = ActorMetrics()
     add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
     if cfg.metrics_port:
         try:
@@ -258,20 +259,25 @@ def main(argv: list[str] | None = None) -> int:
             log.error("%s", exc)
             return 1
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, cfg.metrics_port)
-    actor = Actor(cfg, metrics)
-    signal.signal(signal.SIGTERM, actor.stop)
-    signal.signal(signal.SIGINT, actor.stop)
+    process = build(cfg, metrics)
+    signal.signal(signal.SIGTERM, process.stop)
+    signal.signal(signal.SIGINT, process.stop)
     try:
-        return actor.run()
+        return process.run()
     except EnvBuildError as exc:
         log.error("%s", exc)
         return 1
     except FatalRefusal as exc:
-        log.error("the learner refused this actor: %s", exc)
+        log.error("the learner refused %s[%d]: %s", name, cfg.actor_id, exc)
         return 2
     finally:
-        actor.close()
+        process.close()
         log.info("stopped")
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = config_io.load(ActorConfig, argv, prog="actor", description=__doc__ or "")
+    return run_process(cfg, "actor", ActorMetrics(), Actor)
 
 
 if __name__ == "__main__":
