@@ -14,7 +14,7 @@ from prometheus_client import Gauge
 
 from common.metrics import _M, EvalMetrics
 from scripts.dev.dashboard import __main__ as dashboard_cli
-from scripts.dev.dashboard import build, rows
+from scripts.dev.dashboard import build, rows_actors
 from tests.deploy import dashboard as d
 
 GRAFANA = d.ROOT / "deploy" / "grafana"
@@ -206,8 +206,10 @@ def test_the_panels_a_user_asked_for_query_what_they_show(db):
 def test_the_collapse_panels_draw_the_alerts_thresholds():
     alerts = (d.ROOT / "deploy" / "prometheus" / "alerts.yml").read_text()
     assert (
-        f'mario_level_flag_rate_fall{{job="mario-learner"}} > {rows.FLAG_RATE_FALL_ALERT}' in alerts
+        f'mario_level_flag_rate_fall{{job="mario-learner"}} > {rows_actors.FLAG_RATE_FALL_ALERT}'
+        in alerts
     )
     assert (
-        f'mario_level_progress_fall{{job="mario-learner"}} > {rows.PROGRESS_FALL_ALERT}' in alerts
+        f'mario_level_progress_fall{{job="mario-learner"}} > {rows_actors.PROGRESS_FALL_ALERT}'
+        in alerts
     )
