@@ -286,12 +286,10 @@ def build_panel(p: Panel):
 def uncovered(rows: Sequence[Row]) -> list[Any]:
     """The declared metrics (table rows) that no panel of `rows` queries, in table order; the
     build info (a label set, not a number) aside."""
-    used = {n for row in rows for p in row.panels if not isinstance(p, Text) for q in p.queries
-            for n in metric_names(q.expr)}  # fmt: skip
-    return [
-        m for table in TABLES for m in table
-        if m.kind is not Info and not used & set(series_names(m))
-    ]  # fmt: skip
+    queries = [q for row in rows for p in row.panels if not isinstance(p, Text) for q in p.queries]
+    used = {name for q in queries for name in metric_names(q.expr)}
+    metrics = [m for table in TABLES for m in table if m.kind is not Info]
+    return [m for m in metrics if not used & set(series_names(m))]
 
 
 def more_row(metrics: Sequence[Any]) -> Row:
