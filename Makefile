@@ -165,6 +165,17 @@ hosts: install
 	$(PY) -m scripts.dev.chaos.hosts --minutes $(MINUTES) --run-dir $(HOSTS_RUN) $(HOSTS_ARGS)
 
 # ---- monitoring (docs/MONITORING.md) ---------------------------------------------------------
+# make monitor: Prometheus as below and, where Grafana (a grafana binary, or docker) is installed,
+# Grafana on 127.0.0.1:3000 with the dashboard as its home page, both in the foreground (Ctrl-C
+# stops them); with no Grafana it says how to get one and runs Prometheus alone (scripts/monitor.py).
+# MONITOR_ARGS passes more flags (--prometheus-port, --grafana-port, --prometheus-args).
+MONITOR_ARGS ?=
+
+.PHONY: monitor
+
+monitor: install
+	$(PY) -m scripts.monitor $(MONITOR_ARGS)
+
 # Prometheus in the foreground (Ctrl-C stops it) on 127.0.0.1:9090: scrapes the learner on :9000
 # and the actors that make actors / make train list in runs/targets/actors.json, evaluates
 # deploy/prometheus/alerts.yml, keeps its data in runs/prometheus. Needs the prometheus binary

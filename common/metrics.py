@@ -188,6 +188,12 @@ class LearnerMetrics(_Metrics):
         # --- levels: the newest 50 training episodes of each (learner/levels.py WINDOW), and the draw ---
         _M("level_progress", Gauge, "mario_level_progress", "Mean progress of the level's newest training episodes (0-1).", ("level",), row="progress", tag="level/{level}/progress"),
         _M("level_flag_rate", Gauge, "mario_level_flag_rate", "Flag rate of the level's newest training episodes.", ("level",), row="flag_rate", tag="level/{level}/flag_rate"),
+        # a collapse: each level's best full window so far in the run (the checkpoint keeps it) and
+        # the fall of its window now from it (0 until the window is full)
+        _M("level_progress_best", Gauge, "mario_level_progress_best", "Best mean progress of a full window of the level's newest training episodes so far in the run (0-1).", ("level",), row="progress_best", tag="level/{level}/progress_best"),
+        _M("level_progress_fall", Gauge, "mario_level_progress_fall", "How far the level's newest training episodes' mean progress lies below its best (mario_level_progress_best); a collapse shows here.", ("level",), row="progress_fall", tag="level/{level}/progress_fall"),
+        _M("level_flag_rate_best", Gauge, "mario_level_flag_rate_best", "Best flag rate of a full window of the level's newest training episodes so far in the run.", ("level",), row="flag_rate_best", tag="level/{level}/flag_rate_best"),
+        _M("level_flag_rate_fall", Gauge, "mario_level_flag_rate_fall", "How far the level's newest training episodes' flag rate lies below its best (mario_level_flag_rate_best); a collapse shows here.", ("level",), row="flag_rate_fall", tag="level/{level}/flag_rate_fall"),
         _M("level_advantage_std", Gauge, "mario_level_advantage_std", "Std of the level's advantages in the last update, before their normalisation (scaled reward units).", ("level",), row="advantage_std", tag="level/{level}/advantage_std"),
         _M("level_entropy", Gauge, "mario_level_policy_entropy", "The policy's mean entropy on the level's steps in the last update (nats; ln of the actions at uniform).", ("level",), row="entropy", tag="level/{level}/entropy"),
         # the mean over the set, each level with a figure alike (0 before the first)

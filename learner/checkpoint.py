@@ -22,6 +22,7 @@ import torch
 
 from common.model import FormerNetwork, ModelSpec
 from common.rundir import RunDir, atomic_write, temp_files
+from learner.levels import LevelStats
 from learner.update import Learner
 
 log = logging.getLogger(__name__)
@@ -110,8 +111,11 @@ class Totals(NamedTuple):
     agent_steps: int = 0
 
 
-def learner_state(learner: Learner, totals: Totals, config: dict[str, Any]) -> dict[str, Any]:
-    """What a checkpoint of `learner` holds (`resume` reads it back)."""
+def learner_state(
+    learner: Learner, totals: Totals, config: dict[str, Any], levels: LevelStats | None = None
+) -> dict[str, Any]:
+    """What a checkpoint of `learner` holds (`resume` reads it back), with the levels' best
+    windows so far."""
     return {
         "model": learner.model.state_dict(),
         "optimizer": learner.optimizer.state_dict(),
@@ -121,6 +125,7 @@ def learner_state(learner: Learner, totals: Totals, config: dict[str, Any]) -> d
         "agent_steps": totals.agent_steps,
         "model_spec": learner.model.spec.to_wire(),
         "popart": learner.popart.state_dict(),
+        "level_bests": levels.bests() if levels is not None else {},
         "config": config,
         "saved_at": time.time(),
     }
@@ -153,8 +158,11 @@ def _former_release(state: dict[str, Any]) -> str | None:
     return None
 
 
-def resume(run: RunDir, learner: Learner, device: torch.device) -> Totals:
-    """Load the run's newest checkpoint into `learner`; the run's totals (zero without one).
+def resume(
+    run: RunDir, learner: Learner, device: torch.device, levels: LevelStats | None = None
+) -> Totals:
+    """Load the run's newest checkpoint into `learner` (and the levels' bests into `levels`);
+    the run's totals (zero without one).
 
     SystemExit, naming the flags to change, for a checkpoint of another network; SystemExit for
     one of a former release (a network without the previous action or input normalisation, value
@@ -181,5 +189,7 @@ def resume(run: RunDir, learner: Learner, device: torch.device) -> Totals:
     learner.popart.load_state_dict(state["popart"])
     learner.updates = int(state["policy_version"])
     learner.sgd_steps = int(state.get("sgd_steps", learner.updates))
+    if levels is not None:  # a checkpoint from before the bests were kept has none
+        levels.restore(state.get("level_bests", {}))
     log.info("resumed from %s at policy version %d", path.name, learner.updates)
     return Totals(int(state["env_frames"]), int(state["agent_steps"]))

@@ -4,6 +4,11 @@ The learner keeps, for each level of the run's set, its newest WINDOW training e
 (max x as a share of the level, `common.levels.progress`) and flags, which the metrics and the
 status line report. Actors draw each episode's level uniformly from the set.
 
+A collapse shows as a fall from the best: each level keeps the best mean progress and flag rate
+its window has had since the run began, counted only while the window is full (a few lucky first
+episodes are no best), and the fall of the window now below it (None until the window is full
+again). The bests go into the checkpoint (`bests`, `restore`), so a resumed run keeps them.
+
 A chunk names the level of each of its steps by its index in the run's set (the Welcome's env
 spec), by which the update reports each level's advantages and entropy.
 
@@ -29,6 +34,10 @@ class LevelSummary(NamedTuple):
     progress: float | None  # mean progress over the window; None: no episode, or unknown length
     flag_rate: float | None  # share of the window's episodes that reached the flag
     window: int  # episodes in the window
+    best_progress: float | None = None  # the best `progress` of a full window so far (the run's)
+    best_flag_rate: float | None = None  # the best `flag_rate` of a full window so far
+    progress_fall: float | None = None  # best_progress - progress; None: the window is not full
+    flag_rate_fall: float | None = None  # best_flag_rate - flag_rate; None: not full
 
 
 class LevelStats:
@@ -37,6 +46,7 @@ class LevelStats:
         self._progress = {lv: deque[float](maxlen=window) for lv in levels}
         self._flags = {lv: deque[bool](maxlen=window) for lv in levels}
         self._episodes = dict.fromkeys(levels, 0)
+        self._best: dict[str, dict[str, float]] = {lv: {} for lv in levels}  # {"progress": ...}
         self._lock = threading.Lock()
 
     def add(self, level: str, max_x: int, flag: bool) -> None:
@@ -49,16 +59,50 @@ class LevelStats:
             p = progress(level, max_x, flag)
             if p is not None:
                 self._progress[level].append(p)
+            best = self._best[level]
+            for name, window in (("progress", self._progress), ("flag_rate", self._flags)):
+                if _full(window[level]):
+                    best[name] = max(best.get(name, 0.0), float(np.mean(window[level])))
+
+    def bests(self) -> dict[str, dict[str, float]]:
+        """{level: {"progress": best, "flag_rate": best}} of the levels with a best, for the
+        checkpoint."""
+        with self._lock:
+            return {lv: dict(best) for lv, best in self._best.items() if best}
+
+    def restore(self, bests: dict[str, dict[str, float]]) -> None:
+        """Take the bests of a checkpoint (`bests`); levels outside the set are ignored."""
+        with self._lock:
+            for level, best in bests.items():
+                if level in self._best:
+                    self._best[level] = {k: float(v) for k, v in best.items()}
 
     def summary(self) -> dict[str, LevelSummary]:
         with self._lock:
             return {lv: self._summary(lv) for lv in self.levels}
 
     def _summary(self, level: str) -> LevelSummary:
-        prog, flags = self._progress[level], self._flags[level]
+        prog, flags, best = self._progress[level], self._flags[level], self._best[level]
+        mean_progress = float(np.mean(prog)) if prog else None
+        flag_rate = float(np.mean(flags)) if flags else None
         return LevelSummary(
             self._episodes[level],
-            float(np.mean(prog)) if prog else None,
-            float(np.mean(flags)) if flags else None,
+            mean_progress,
+            flag_rate,
             len(flags),
+            best.get("progress"),
+            best.get("flag_rate"),
+            _fall(best.get("progress"), mean_progress, prog),
+            _fall(best.get("flag_rate"), flag_rate, flags),
         )
+
+
+def _full(window: deque) -> bool:
+    return len(window) == window.maxlen
+
+
+def _fall(best: float | None, now: float | None, window: deque) -> float | None:
+    """How far `now` lies below `best`, once the window is full."""
+    if best is None or now is None or not _full(window):
+        return None
+    return max(0.0, best - now)

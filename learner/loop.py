@@ -97,7 +97,8 @@ class TrainLoop:
         if self.mixer is not None:
             metrics.replay_capacity.set(cfg.replay_capacity)
         checkpoint.remove_stale_temps(self.run_dir)
-        self.totals = checkpoint.resume(self.run_dir, self.learner, self.device)
+        self.levels = LevelStats(cfg.levels)  # its bests go on from the checkpoint's
+        self.totals = checkpoint.resume(self.run_dir, self.learner, self.device, self.levels)
         if self.trained():
             raise RunTrained(
                 f"{self.run_dir.root} has trained {self.totals.env_frames} env frames, its "
@@ -145,7 +146,6 @@ class TrainLoop:
         if cfg.curve_dir:
             self.curve = curve.CurveServer.start(cfg.curve_dir, context)
             log.info("CURVE on: %d authorised actor keys", self.curve.authorized_keys)
-        self.levels = LevelStats(cfg.levels)
         self.ingest = Ingest(
             settings,
             self.metrics,
@@ -171,7 +171,8 @@ class TrainLoop:
         )
 
     def save_checkpoint(self) -> Path:
-        state = checkpoint.learner_state(self.learner, self.totals, config_io.to_dict(self.cfg))
+        config = config_io.to_dict(self.cfg)
+        state = checkpoint.learner_state(self.learner, self.totals, config, self.levels)
         path = checkpoint.save(self.run_dir, state, self.learner.updates)
         self.telemetry.checkpointed()
         log.info("checkpoint %s", path.name)

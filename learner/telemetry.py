@@ -179,18 +179,24 @@ class Telemetry:
         return out
 
     def _level_figures(self, stats: UpdateStats) -> dict[str, Figure]:
-        """Each level's window statistics and the last update's advantage scale and policy entropy
-        (None: no figure), and the means over the set."""
+        """Each level's window statistics, its best and the fall from it, and the last update's
+        advantage scale and policy entropy (None: no figure), and the means over the set."""
         if self.levels is None:
             return {}
         summary = self.levels.summary()
         steps, adv_std = stats.level_steps.tolist(), stats.level_advantage_std.tolist()
         entropy = stats.level_entropy.tolist()
         names = ("level_progress", "level_flag_rate", "level_advantage_std", "level_entropy")
+        names += ("level_progress_best", "level_progress_fall")
+        names += ("level_flag_rate_best", "level_flag_rate_fall")
         out: dict[str, dict[str, float | None]] = {name: {} for name in names}
         for i, (level, s) in enumerate(summary.items()):  # i: the learner's set order
             out["level_progress"][level] = s.progress
             out["level_flag_rate"][level] = s.flag_rate
+            out["level_progress_best"][level] = s.best_progress
+            out["level_flag_rate_best"][level] = s.best_flag_rate
+            out["level_progress_fall"][level] = s.progress_fall  # None until the window is full
+            out["level_flag_rate_fall"][level] = s.flag_rate_fall
             out["level_advantage_std"][level] = adv_std[i] if steps[i] >= 2 else None
             out["level_entropy"][level] = entropy[i] if steps[i] >= 1 else None
         return out | {

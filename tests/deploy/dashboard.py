@@ -1,18 +1,15 @@
 """Reading deploy/grafana/dashboards/mario-impala.json for tests: its queries, with Grafana's
-variables replaced so Prometheus's HTTP API can run them, and the metric names they use."""
+variables replaced so Prometheus's HTTP API can run them, and the metric names they use (by the
+generator's own tokenizer, scripts/dev/dashboard/build.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, NamedTuple
 
-from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
-
-from common.metrics import ActorMetrics, EvalMetrics, LearnerMetrics, RelayMetrics
 from learner.gpu import GpuCollector
 from scripts.checkout import ROOT
+from scripts.dev.dashboard import build
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "mario-impala.json"
 DATASOURCE_UID = "mario-prometheus"
@@ -27,6 +24,8 @@ GRAFANA_VARIABLES = {
     "${__rate_interval}": "1m",
     "${__interval}": "15s",
     "${__range}": "1h",
+    "$level": ".*",  # the level variable's All
+    "${level}": ".*",
 }
 
 
@@ -70,49 +69,12 @@ def queries(dashboard: dict[str, Any]) -> list[PanelQuery]:
     ]
 
 
-_KEYWORDS = {
-    "and",
-    "or",
-    "unless",
-    "bool",
-    "offset",
-    "by",
-    "without",
-    "on",
-    "ignoring",
-    "group_left",
-    "group_right",
-    "inf",
-    "nan",
-}
-
-
-def metric_names(expr: str) -> set[str]:
-    """Metric names a PromQL expression selects (a small tokenizer, enough for dashboards)."""
-    s = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # string literals
-    s = re.sub(r"\{[^}]*\}", " ", s)  # label matchers
-    s = re.sub(r"\[[^\]]*\]", " ", s)  # range and subquery windows
-    s = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", s)
-    s = re.sub(r"(?<![\w:])\d+(\.\d+)?([eE][+-]?\d+)?", " ", s)  # numbers
-    names = set()
-    for m in re.finditer(r"[a-zA-Z_:][a-zA-Z0-9_:]*", s):
-        if re.match(r"\s*\(", s[m.end() :]) or m.group().lower() in _KEYWORDS:
-            continue  # a function call or a keyword
-        names.add(m.group())
-    return names
+metric_names = build.metric_names
 
 
 def known_metric_names() -> set[str]:
-    """Every sample name common/metrics.py and learner/gpu.py expose, and `up`."""
-    names = {"up"}
-    for registry in (
-        LearnerMetrics(levels=["1-1"]).registry,
-        ActorMetrics(levels=["1-1"]).registry,
-        EvalMetrics(levels=["1-1"]).registry,
-        RelayMetrics().registry,
-    ):
-        text = generate_latest(registry).decode()
-        for family in text_string_to_metric_families(text):
-            names |= {s.name for s in family.samples}
+    """Every sample name common/metrics.py (GPU telemetry and process metrics included) and
+    learner/gpu.py expose, and Prometheus's own per-target series."""
+    names = set(build.declared())
     names |= {family.name for family in GpuCollector(nvml=None, handles={}).describe()}
     return names

@@ -4,12 +4,17 @@ metrics that common/metrics.py (or learner/gpu.py) defines; the provisioning fil
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from prometheus_client import Gauge
 
+from common.metrics import _M, EvalMetrics
+from scripts.dev.dashboard import __main__ as dashboard_cli
+from scripts.dev.dashboard import build, rows_actors
 from tests.deploy import dashboard as d
 
 GRAFANA = d.ROOT / "deploy" / "grafana"
@@ -121,3 +126,90 @@ def test_provisioning_points_at_the_dashboard():
     provider = (GRAFANA / "provisioning" / "dashboards" / "mario.yml").read_text()
     assert "type: file" in provider and "path: " in provider
     assert d.DASHBOARD.parent == GRAFANA / "dashboards"
+
+
+# ---- built as code (scripts/dev/dashboard) ------------------------------------------------------
+
+
+def test_the_committed_dashboard_is_what_the_generator_builds(capsys):
+    assert dashboard_cli.main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_a_hand_edit_of_the_committed_dashboard_fails_the_check(tmp_path, capsys):
+    edited = tmp_path / "mario-impala.json"
+    text = d.DASHBOARD.read_text()
+    assert '"title": "Checkpoint age"' in text
+    edited.write_text(text.replace('"title": "Checkpoint age"', '"title": "Checkpoint age!"'))
+    assert dashboard_cli.main(["--check", "--out", str(edited)]) == 1
+    err = capsys.readouterr().err
+    assert "Checkpoint age!" in err and "run `python -m scripts.dev.dashboard`" in err
+
+
+def test_a_panel_querying_an_undeclared_metric_is_refused(monkeypatch, tmp_path, capsys):
+    typo = build.Timeseries("Updates/s", "", [build.Q("rate(mario_learner_update_total[1m])")])
+    with pytest.raises(build.UndeclaredMetric, match="mario_learner_update_total, which common"):
+        build.dashboard([build.Row("Learner", [typo])], title="t")
+    # and the command says so, writing nothing
+    monkeypatch.setattr(dashboard_cli, "ROWS", [*dashboard_cli.ROWS, build.Row("x", [typo])])
+    out = tmp_path / "dashboard.json"
+    assert dashboard_cli.main(["--out", str(out)]) == 1 and not out.exists()
+    assert "'Updates/s' queries mario_learner_update_total" in capsys.readouterr().err
+
+
+def test_a_metric_declared_without_a_panel_gets_one_in_the_last_row(monkeypatch):
+    new = _M("score", Gauge, "mario_eval_score", "A new figure.", ("level", "policy"))
+    monkeypatch.setattr(EvalMetrics, "TABLE", (*EvalMetrics.TABLE, new))
+    monkeypatch.setattr(build, "TABLES", (*build.TABLES[:-1], EvalMetrics.TABLE, build.GPU_TABLE))
+    db = dashboard_cli.build()
+    (more,) = [p for p in db["panels"] if p["type"] == "row" and p["title"] == build.MORE_ROW]
+    titles = {p["title"]: p for p in more["panels"]}
+    assert titles["mario_eval_score"]["targets"][0]["expr"] == "mario_eval_score"
+    assert not build.uncovered(
+        [*dashboard_cli.ROWS, build.more_row(build.uncovered(dashboard_cli.ROWS))]
+    )
+
+
+def test_every_metric_the_docs_name_is_on_the_dashboard(db):
+    on_dashboard = {n for q in d.queries(db) for n in d.metric_names(q.expr)}
+    families = {s.removesuffix(x) for s in on_dashboard for x in ("_total", "_bucket", "_sum")}
+    docs = [d.ROOT / "README.md", *sorted((d.ROOT / "docs").glob("*.md"))]
+    named = {n for f in docs for n in re.findall(r"\bmario_[a-z0-9_]*[a-z0-9]\b", f.read_text())}
+    known = d.known_metric_names()
+    for name in sorted(named):
+        if name in known or any(name + sfx in known for sfx in ("_total", "_bucket", "_info")):
+            assert name in on_dashboard | families or name + "_info" in known, name
+
+
+def test_the_panels_a_user_asked_for_query_what_they_show(db):
+    hand_made = [q for q in d.queries(db) if q.row != build.MORE_ROW]
+    exprs = " ".join(q.expr for q in hand_made)
+    for metric in (
+        "mario_learner_epochs",
+        "mario_eval_progress",
+        "process_start_time_seconds",  # restarts
+        "process_resident_memory_bytes",  # memory
+        "mario_learner_last_checkpoint_timestamp_seconds",  # checkpoint age
+        "mario_learner_credits_outstanding",
+        "mario_level_flag_rate_fall",  # a collapse
+        "mario_level_progress_fall",
+    ):
+        assert metric in exprs, metric
+    per_level = [q for q in hand_made if "mario_level_" in q.expr or "mario_eval_" in q.expr]
+    assert per_level and all('level=~".*"' in q.expr for q in per_level)  # $level, substituted
+    (variable,) = db["templating"]["list"]
+    assert variable["name"] == "level" and variable["includeAll"] and variable["multi"]
+    (videos,) = [p for _, p in d.panels(db) if p["title"] == "Eval videos and the report"]
+    assert "RUN/eval/" in videos["options"]["content"]
+    assert "make report" in videos["options"]["content"]
+
+
+def test_the_collapse_panels_draw_the_alerts_thresholds():
+    alerts = (d.ROOT / "deploy" / "prometheus" / "alerts.yml").read_text()
+    assert (
+        f'mario_level_flag_rate_fall{{job="mario-learner"}} > {rows_actors.FLAG_RATE_FALL_ALERT}'
+        in alerts
+    )
+    assert (
+        f'mario_level_progress_fall{{job="mario-learner"}} > {rows_actors.PROGRESS_FALL_ALERT}'
+        in alerts
+    )

@@ -22,6 +22,8 @@ ALERTS = {
     "MarioNoUpdates",
     "MarioRestarting",
     "MarioRelayBehind",
+    "MarioFlagRateCollapsed",
+    "MarioProgressCollapsed",
 }
 
 pytestmark = pytest.mark.skipif(

@@ -141,3 +141,27 @@ def test_resume_takes_a_checkpoint_whose_spec_names_the_switches_as_on(tmp_path)
     learner = learner_of(LearnerConfig())
     checkpoint.resume(run, learner, CPU)
     assert learner.updates == 5
+
+
+def test_a_resumed_learner_keeps_each_levels_best_window(tmp_path):
+    # a run that collapses after a restart must still show its fall from the best before it
+    def loop() -> TrainLoop:
+        cfg = LearnerConfig(run_dir=str(tmp_path), port=free_port(2), device="cpu", level="1-1")
+        return TrainLoop(cfg, LearnerMetrics(levels=["1-1"]))
+
+    first = loop()
+    try:
+        for _ in range(50):  # a full window of flags
+            first.levels.add("1-1", 3300, True)
+        first.save_checkpoint()
+    finally:
+        first.close()
+    resumed = loop()
+    try:
+        s = resumed.levels.summary()["1-1"]
+        assert (s.best_flag_rate, s.best_progress, s.window) == (1.0, 1.0, 0)
+        for _ in range(50):
+            resumed.levels.add("1-1", 300, False)
+        assert resumed.levels.summary()["1-1"].flag_rate_fall == 1.0
+    finally:
+        resumed.close()
