@@ -27,7 +27,7 @@ endif
 STAMP := $(VENV)/.installed
 # where torch comes from: auto (the interpreter's own CUDA torch, else the venv's), box (the
 # interpreter's own), venv (installed into the venv); WHEELS=dir|file.tar installs offline from a
-# wheelhouse that make wheelhouse wrote (docs/DEPLOY.md, "GPU boxes")
+# wheelhouse that make wheelhouse wrote (docs/howto/gpu-box.md)
 TORCH ?= auto
 WHEELS ?=
 OUT ?=
@@ -189,7 +189,7 @@ prometheus:
 	prometheus --config.file=deploy/prometheus/prometheus.yml --storage.tsdb.path=runs/prometheus \
 		--web.listen-address=127.0.0.1:9090 $(PROMETHEUS_ARGS)
 
-# ---- as a service: supervisord (docs/DEPLOY.md) ------------------------------------------------
+# ---- as a service: supervisord (docs/howto/services.md) ---------------------------------------
 # make up N=16: deploy/supervisord/mario-impala.conf in the background, the same processes as
 # make train (LEARNER_AUTOSTART=false: actors only, with LEARNER=host:PORT; EVAL=false: no eval
 # actor); make status lists them; make down stops everything (the learner writes its final

@@ -1,7 +1,7 @@
 """Install the project into a venv, or build a wheelhouse for a box with no package index.
 
 Runs under the interpreter the venv is made from (the Makefile's PYTHON), with the standard
-library only, from the project root (docs/DEPLOY.md, "GPU boxes"):
+library only, from the project root (docs/howto/gpu-box.md):
 
     python -m scripts.install venv --venv .venv [--torch auto|box|venv] [--wheels DIR|FILE.tar]
     python -m scripts.install wheelhouse --out DIR [--torch auto|box|venv]
