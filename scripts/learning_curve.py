@@ -272,6 +272,39 @@ def frames_table(runs: dict[str, list[FrameWindow]], window_frames: int) -> str:
     return "mean max x / flag rate per window of env frames\n" + "\n".join(lines)
 
 
+def plot_frames(runs: dict[str, list[FrameWindow]], path: Path, reference: bool = True) -> None:
+    """Mean max x and flag rate per window of env frames: each run thin, their mean bold where
+    every run has the window, Sample Factory's 1-1 curve dashed (the README's curve)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    series = (("mean_max_x", 1.0, "mean max x"), ("flag_rate", 100.0, "flag rate (%)"))
+    for ax, (field, scale, label) in zip(axes, series, strict=True):
+        for name, ws in runs.items():
+            ws = [w for w in ws if w.mean_max_x is not None]
+            xs = [w.end_frames / 1e6 for w in ws]
+            ax.plot(xs, [scale * getattr(w, field) for w in ws], alpha=0.45, lw=1, label=name)
+        rows = min((len(ws) for ws in runs.values()), default=0)
+        full = [i for i in range(rows) if all(ws[i].mean_max_x is not None for ws in runs.values())]
+        if len(runs) > 1 and full:
+            means = [np.mean([scale * getattr(ws[i], field) for ws in runs.values()]) for i in full]
+            xs = [next(iter(runs.values()))[i].end_frames / 1e6 for i in full]
+            ax.plot(xs, means, "C3", lw=2.5, marker="o", label=f"mean of {len(runs)} seeds")
+        if reference:
+            sf = SAMPLE_FACTORY_1_1_BY_FRAMES
+            ys = [x for _, x, _ in sf] if field == "mean_max_x" else [100 * f for *_, f in sf]
+            ax.plot([f / 1e6 for f, *_ in sf], ys, "k--", label="Sample Factory")
+            if field == "mean_max_x":
+                ax.axhline(RANDOM_1_1, color="gray", linestyle=":", label="random policy")
+        ax.set_xlabel("env frames (millions)")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def _progress_cell(w: Window, known_length: bool) -> str:
     """Progress, or for a level of unknown length its mean max x ("x 1,234")."""
     if known_length:
@@ -338,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
             for r in args.runs
         }
         print(frames_table(by_frames, args.window_frames))
+        if args.plot:
+            plot_frames(by_frames, args.plot, reference=not args.no_reference)
+            print(f"wrote {args.plot}")
         return 0
     curves: dict[str, list[Window]] = {}
     by_level: dict[str, dict[str, list[Window]]] = {}

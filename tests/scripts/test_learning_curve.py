@@ -213,3 +213,23 @@ def test_frame_windows_bin_episodes_by_the_learners_frames_and_average_the_seeds
     out = capsys.readouterr().out
     assert "| 200,000 | 400 / 50% | 700 / 0% | 550 / 25% | 857 / 1% |" in out
     assert "| 400,000 | 900 / 100% | 1,100 / 0% | 1,000 / 50% | 1,193 / 2% |" in out
+
+
+def test_frame_curves_are_drawn_with_their_mean_and_the_reference(tmp_path, monkeypatch):
+    write_run(tmp_path / "a", 0.0, [(1, 150_000, 300, False), (2, 390_000, 900, True),
+                                    (3, 420_000, 1_000, True)])  # fmt: skip
+    write_run(tmp_path / "b", 0.0, [(1, 100_000, 700, False), (2, 300_000, 1_100, False)])
+    drawn: dict[str, list] = {}
+    real = learning_curve.plot_frames
+
+    def spy(runs, path, reference=True):  # the windows drawn, then the real drawing
+        drawn.update(runs)
+        real(runs, path, reference)
+
+    monkeypatch.setattr(learning_curve, "plot_frames", spy)
+    png = tmp_path / "curve.png"
+    argv = [str(tmp_path / "a"), str(tmp_path / "b"), "--window-frames", "200000"]
+    assert learning_curve.main([*argv, "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert [w.mean_max_x for w in drawn["a"]] == [300.0, 900.0]
+    assert [w.mean_max_x for w in drawn["b"]] == [700.0]
