@@ -339,12 +339,9 @@ class Ingest:
 
     def _duplicate(self, identity: bytes, msg: wire.Register, peer: str) -> str | None:
         """Why this registration is a second live process with a connected actor's id, or None.
-
-        The same process registering again (a new session: same instance id) replaces its old
-        connection, and so does a new process from the same address (a restart: the old one is
-        dead, or it comes back below). A process from another address while the id is connected
-        is refused: the learner cannot tell which is meant, and letting each knock the other off
-        would keep both flapping. A replaced process that registers again was alive all along."""
+        A new session of the same process (same instance id) or a restart from the same address
+        replaces the old connection; another address while the id is connected is refused (each
+        would knock the other off), and so is a replaced process that registers again."""
         mine = f"{peer} (instance {msg.instance_id[:8]})"
         fix = (
             "give each process its own id (FIRST_ACTOR and N on each host, or --actor-id); "
@@ -365,12 +362,7 @@ class Ingest:
                     f"actor id {msg.actor_id} is already connected from {theirs}; this process "
                     f"at {mine} has the same id; {fix}"
                 )
-            log.info(
-                "actor %d re-registered from %s (instance %s); old connection dropped",
-                msg.actor_id,
-                peer,
-                msg.instance_id[:8],
-            )
+            log.info("actor %d re-registered from %s; old connection dropped", msg.actor_id, mine)
             if info.instance_id != msg.instance_id:
                 self._displaced[info.instance_id] = msg.instance_id
                 while len(self._displaced) > DISPLACED_MEMORY:
@@ -450,8 +442,7 @@ class Ingest:
 
 
 def _peer(frame: Any) -> str:
-    """The address a message's connection comes from (its TCP peer), or "?" where the transport
-    has none."""
+    """The address a message's connection comes from (its TCP peer); "?" for other transports."""
     try:
         return frame.get("Peer-Address")
     except (zmq.ZMQError, AttributeError):

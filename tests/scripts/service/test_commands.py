@@ -98,7 +98,7 @@ def systemd_commands(
 
 def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, monkeypatch):
     keys = tmp_path / "keys"
-    make_keys(keys, range(16, 20))
+    make_keys(keys, [*range(16, 19), hosts.EVAL_ACTOR_ID])
     variables = {
         "RUN": tmp_path / "run",
         "N": 3,
@@ -135,7 +135,9 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
     assert (actor.metrics_port, actor.curve_dir) == (9117, f"{keys}/actor-17")
     assert train["eval"][1:3] == ["-m", "actor.eval"]
     evaluator = config_io.load(EvalConfig, train["eval"][3:], prog="actor.eval", description="")
-    assert (evaluator.actor_id, evaluator.metrics_port) == (19, 9119)
+    # its id is outside every actor range; its port the one after the last actor's
+    assert (evaluator.actor_id, evaluator.metrics_port) == (hosts.EVAL_ACTOR_ID, 9119)
+    assert evaluator.curve_dir == f"{keys}/actor-{hosts.EVAL_ACTOR_ID}"
     assert evaluator.eval_dir == str(tmp_path / "run" / "eval")
 
     # actors on another host than the learner's: a relay, which each actor takes weights from
