@@ -94,7 +94,7 @@ LEVEL ?= 1-1
 LEVELS ?= $(LEVEL)
 SERVICE_VARS := RUN HOST PORT DEVICE METRICS_HOST LEARNER_METRICS_PORT LEARNER_AUTOSTART \
 	LEARNER_ARGS N FIRST_ACTOR LEARNER ACTOR_METRICS_BASE LEVELS FRAMES ACTOR_ARGS KEYS \
-	EVAL TARGETS
+	EVAL RELAY TARGETS
 SERVICE_ENV = $(foreach v,$(SERVICE_VARS),$(if $($(v)),MARIO_$(v)='$($(v))'))
 SERVICE = $(SERVICE_ENV) $(PY) -m scripts.service
 
@@ -152,9 +152,9 @@ SOAK_ARGS ?=
 soak: install
 	$(PY) -m scripts.dev.chaos.soak --minutes $(MINUTES) --run-dir $(SOAK_RUN) $(SOAK_ARGS)
 
-# make hosts MINUTES=20: a learner host, two actor hosts and an eval host, each a network
-# namespace with its own address, started as docs/DEPLOY.md says (CURVE on, Prometheus scraping
-# every host); on a seeded schedule an actor host's link goes down, an actor host dies and is
+# make hosts MINUTES=20: docs/DEPLOY.md's "Actors on other hosts" (the learner host with its
+# actors and the eval actor, and an actor host), each a network namespace with its own address,
+# started with the page's own make lines (CURVE on, Prometheus scraping every host); on a seeded schedule an actor host's link goes down, an actor host dies and is
 # replaced, the learner's link goes down, its broadcast port is blocked, the learner is killed.
 # PASS or FAIL in HOSTS_RUN/hosts.json. Needs root, iproute2, nftables and prometheus.
 # HOSTS_ARGS passes more flags (python -m scripts.dev.chaos.hosts --help).

@@ -42,6 +42,7 @@ from learner.batching import HostChunk, to_host
 log = logging.getLogger(__name__)
 
 SEQ_MEMORY = 4096  # actor processes whose newest chunk seq is remembered (duplicate detection)
+DISPLACED_MEMORY = 1024  # actor processes replaced by a restart, remembered (live duplicates)
 
 
 @dataclass
@@ -50,6 +51,7 @@ class ActorInfo:
     actor_id: int
     instance_id: str
     last_seen: float
+    peer: str = "?"  # the address its connection comes from
     owed: int = 0  # credits earned but not yet granted (queue full)
     chunks: int = 0
     outstanding: int = 0  # credits granted and not yet spent on a message that arrived
@@ -125,6 +127,9 @@ class Ingest:
         # each actor process's newest chunk seq (by instance id, the newest SEQ_MEMORY kept): a
         # chunk at or below it arrived before and is dropped as a duplicate
         self._seqs: OrderedDict[str, int] = OrderedDict()
+        # instance id of an actor process replaced by a restart from its address -> the instance
+        # that replaced it: if the replaced one registers again, both are alive
+        self._displaced: OrderedDict[str, str] = OrderedDict()
         self._weights: list | None = None  # newest encoded Weights
         self._to_publish: list | None = None
         self._lock = threading.Lock()
@@ -286,7 +291,7 @@ class Ingest:
         if info is not None:
             info.last_seen = time.monotonic()
         if isinstance(msg, wire.Register):
-            self._on_register(identity, msg)
+            self._on_register(identity, msg, _peer(frames[0]))
         elif info is None:
             if isinstance(msg, wire.Chunk):
                 self.metrics.chunks.labels("rejected").inc()
@@ -302,7 +307,7 @@ class Ingest:
         else:
             self.metrics.reject("other")
 
-    def _on_register(self, identity: bytes, msg: wire.Register) -> None:
+    def _on_register(self, identity: bytes, msg: wire.Register, peer: str) -> None:
         if msg.run_id != self.s.run_id:
             self.metrics.reject("spec")
             reason = (
@@ -312,17 +317,14 @@ class Ingest:
             log.warning("refused actor %d: %s", msg.actor_id, reason)
             self._send(identity, wire.Refuse(reason=reason, fatal=True))
             return
-        for other, info in list(self.actors.items()):
-            if info.actor_id == msg.actor_id and other != identity:
-                log.info(
-                    "actor %d re-registered (instance %s); old connection dropped",
-                    msg.actor_id,
-                    msg.instance_id[:8],
-                )
-                del self.actors[other]
+        if (reason := self._duplicate(identity, msg, peer)) is not None:
+            self.metrics.reject("other")  # a configuration error, not a malformed message
+            log.warning("refused actor %d: %s", msg.actor_id, reason)
+            self._send(identity, wire.Refuse(reason=reason, fatal=True))
+            return
         self.actors[identity] = ActorInfo(
             identity, msg.actor_id, msg.instance_id, time.monotonic(),
-            outstanding=self.s.credits_per_actor,
+            outstanding=self.s.credits_per_actor, peer=peer,
         )  # fmt: skip
         log.info("actor %d registered (%d envs)", msg.actor_id, msg.num_envs)
         self.metrics.actors_connected.set(len(self.actors))
@@ -334,6 +336,39 @@ class Ingest:
             env_spec=self.s.env_spec.to_wire(),
         )
         self._send(identity, welcome)
+
+    def _duplicate(self, identity: bytes, msg: wire.Register, peer: str) -> str | None:
+        """Why this registration is a second live process with a connected actor's id, or None.
+        A new session of the same process (same instance id) or a restart from the same address
+        replaces the old connection; another address while the id is connected is refused (each
+        would knock the other off), and so is a replaced process that registers again."""
+        mine = f"{peer} (instance {msg.instance_id[:8]})"
+        fix = (
+            "give each process its own id (FIRST_ACTOR and N on each host, or --actor-id); "
+            f"if the other process is gone, start this one again once the learner has forgotten "
+            f"it ({self.s.actor_timeout_s:g} s of silence)"
+        )
+        for other, info in list(self.actors.items()):
+            if info.actor_id != msg.actor_id or other == identity:
+                continue
+            theirs = f"{info.peer} (instance {info.instance_id[:8]})"
+            if self._displaced.get(msg.instance_id) == info.instance_id:
+                return (
+                    f"actor id {msg.actor_id} is connected from {theirs}, which replaced this "
+                    f"process at {mine}: two live processes with one id; {fix}"
+                )
+            if info.instance_id != msg.instance_id and info.peer != peer:
+                return (
+                    f"actor id {msg.actor_id} is already connected from {theirs}; this process "
+                    f"at {mine} has the same id; {fix}"
+                )
+            log.info("actor %d re-registered from %s; old connection dropped", msg.actor_id, mine)
+            if info.instance_id != msg.instance_id:
+                self._displaced[info.instance_id] = msg.instance_id
+                while len(self._displaced) > DISPLACED_MEMORY:
+                    self._displaced.popitem(last=False)
+            del self.actors[other]
+        return None
 
     def _record_episodes(self, info: ActorInfo, chunk: wire.Chunk) -> None:
         """The episodes a valid chunk reports, into the metrics, the curves and the level
@@ -404,3 +439,11 @@ class Ingest:
             self.cond.notify()
         self.metrics.ingest_queue_depth.set(len(self.queue))
         self._give_credit(info)
+
+
+def _peer(frame: Any) -> str:
+    """The address a message's connection comes from (its TCP peer); "?" for other transports."""
+    try:
+        return frame.get("Peer-Address")
+    except (zmq.ZMQError, AttributeError):
+        return "?"

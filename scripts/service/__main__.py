@@ -12,6 +12,8 @@ sets them from its variables of the same names, systemd from /etc/mario-impala/e
     down                              stop everything, the learner last, and wait (`make down`)
     status                            supervisorctl status (`make status`)
     keys                              CURVE key pairs for them, in KEYS or runs/keys (`make keys`)
+    targets                           their Prometheus file_sd lists, in TARGETS and beside it (what
+                                      make up writes; the systemd actor unit's ExecStartPre)
 """
 
 from __future__ import annotations
@@ -83,10 +85,17 @@ def _keys(h: hosts.Host, args: argparse.Namespace) -> int:
     ids = [*h.actor_ids, *([h.eval_id] if h.eval else [])]
     for path in make_keys(keys, ids, force=args.force):
         print(f"created {path}")
+    evaluator = f" and the eval actor ({h.eval_id})" if h.eval else ""
     print(
-        f"{keys}: learner and actors {ids[0]}..{ids[-1]}; learner --curve-dir {keys}/learner, "
-        f"actor i --curve-dir {keys}/actor-i"
+        f"{keys}: learner, actors {h.first_actor}..{h.first_actor + h.n - 1}{evaluator}; learner "
+        f"--curve-dir {keys}/learner, actor i --curve-dir {keys}/actor-i"
     )
+    return 0
+
+
+def _targets(h: hosts.Host, args: argparse.Namespace) -> int:
+    for path in hosts.write_targets(h):
+        print(f"Prometheus targets: {path}")
     return 0
 
 
@@ -116,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     down = sub.add_parser("down", help="`make down`")
     down.add_argument("--timeout-s", type=float, default=180.0, help="wait this long to stop")
     sub.add_parser("status", help="`make status`")
+    sub.add_parser("targets", help="write this host's Prometheus targets files")
     keys_ = sub.add_parser("keys", help="`make keys`")
     keys_.add_argument("--force", action="store_true", help="replace the existing key pairs")
     return parser
@@ -134,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: " + "; ".join(problems), file=sys.stderr)
         return 2
     run = {"exec": _exec, "commands": _commands, "down": _down, "status": _status, "keys": _keys}
+    run["targets"] = _targets
     try:
         return run.get(args.command, _start)(h, args)
     except SupervisorError as exc:

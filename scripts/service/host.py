@@ -26,6 +26,11 @@ SOCKET_PATH_MAX = 107  # bytes in a Unix socket's path (sun_path holds 108 with 
 
 PREFIX = "MARIO_"
 
+# The eval actor's id: outside any range of training actors, so that hosts laid out one after
+# another (FIRST_ACTOR = the actors before them) never give two processes one id. One eval actor
+# per run; a second would be refused by the learner, naming both.
+EVAL_ACTOR_ID = 1_000_000
+
 
 def _cores() -> int:
     """The cores this process may run on (os.process_cpu_count from Python 3.13)."""
@@ -59,7 +64,7 @@ class Host:
     frames: int = 0  # the run's length in env frames (the learner's --train-frames); 0 = endless
     actor_args: str = ""  # more actor flags (the eval actor's too)
     keys: str = ""  # CURVE keys made by `make keys` (empty = off)
-    eval: bool | None = None  # the eval actor (id first_actor + n) runs here; None: as learner
+    eval: bool | None = None  # the eval actor (EVAL_ACTOR_ID) runs here; None: as the learner
     # a weight relay (actor/relay.py) on 127.0.0.1:PORT+2 that this host's actors subscribe to;
     # None: when they reach a learner on another host and there are two or more of them
     relay: bool | None = None
@@ -136,7 +141,12 @@ class Host:
 
     @property
     def eval_id(self) -> int:
-        return self.first_actor + self.n
+        return EVAL_ACTOR_ID
+
+    @property
+    def eval_metrics_port(self) -> int:
+        """The eval actor's /metrics port: the one after the last actor's (0: off)."""
+        return self.actor_metrics_base + self.first_actor + self.n if self.actor_metrics_base else 0
 
     @property
     def relay_address(self) -> str:
@@ -146,7 +156,7 @@ class Host:
     @property
     def relay_metrics_port(self) -> int:
         """The relay's /metrics port: after the actors' and the eval actor's (0: off)."""
-        return self.actor_metrics_base + self.eval_id + 1 if self.actor_metrics_base else 0
+        return self.eval_metrics_port + 1 if self.actor_metrics_base else 0
 
     @property
     def actor_ids(self) -> range:
@@ -245,8 +255,11 @@ def learner_argv(h: Host) -> list[str]:
     return argv + shlex.split(h.learner_args)  # last: they override
 
 
-def _actor_common(h: Host, actor_id: int, module: str = "actor") -> list[str]:
-    metrics_port = h.actor_metrics_base + actor_id if h.actor_metrics_base else 0
+def _actor_common(
+    h: Host, actor_id: int, module: str = "actor", metrics_port: int = -1
+) -> list[str]:
+    if metrics_port < 0:
+        metrics_port = h.actor_metrics_base + actor_id if h.actor_metrics_base else 0
     argv = [sys.executable, "-m", module, "--actor-id", str(actor_id), "--learner", h.learner]
     argv += ["--metrics-host", h.metrics_host, "--metrics-port", str(metrics_port)]
     if h.keys:
@@ -262,7 +275,8 @@ def actor_argv(h: Host, actor_id: int) -> list[str]:
 
 
 def eval_argv(h: Host) -> list[str]:
-    argv = _actor_common(h, h.eval_id, "actor.eval") + ["--eval-dir", str(RunDir(h.run).eval)]
+    argv = _actor_common(h, h.eval_id, "actor.eval", h.eval_metrics_port)
+    argv += ["--eval-dir", str(RunDir(h.run).eval)]
     return argv + shlex.split(h.actor_args)  # the eval actor takes the actors' flags too
 
 
@@ -311,7 +325,7 @@ def write_targets(h: Host) -> list[Path]:
         lists[path.with_name("eval.json")] = (
             "mario-eval",
             "actor_id",
-            {h.eval_id: base + h.eval_id},
+            {h.eval_id: h.eval_metrics_port},
         )
     if h.relay:  # labelled by the first actor it serves, which names the host's actors
         relay = {h.first_actor: h.relay_metrics_port}

@@ -4,6 +4,8 @@ starts them with)."""
 
 from __future__ import annotations
 
+import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -147,3 +149,39 @@ def test_an_actor_host_of_a_remote_learner_runs_a_relay_its_actors_subscribe_to(
     assert "--weights-from" not in argv_for(
         Host(**{**settings, "relay": False}).resolved(), "actor", 0
     )
+
+
+def _env_file() -> dict[str, str]:
+    lines = (SYSTEMD / "mario-impala.env").read_text().splitlines()
+    return dict(ln.split("=", 1) for ln in lines if "=" in ln and not ln.startswith("#"))
+
+
+def test_the_env_file_repeats_no_default_but_the_paths_systemd_needs():
+    """One value per setting, written once (scripts/service/host.py): a setting the env file
+    gives is the default itself or one of the paths the units' sandbox needs."""
+    paths = {"MARIO_RUN", "MARIO_TARGETS"}  # under /var/lib/mario-impala
+    for cores in (1, 64):  # a default that depends on the host (N) must be left empty
+        defaults = Host(cores=cores).resolved().environ()
+        given = {k: v for k, v in _env_file().items() if v and k not in paths}
+        assert {k: v for k, v in given.items() if defaults[k] != v} == {}, f"{cores} cores"
+
+
+def test_the_actor_unit_writes_the_prometheus_targets_where_it_may(tmp_path):
+    """Under systemd nothing else writes them: each actor unit does as it starts, to the env
+    file's MARIO_TARGETS, in the one directory its sandbox lets it write."""
+    unit = _settings((SYSTEMD / "mario-actor@.service").read_text())
+    assert "ExecStartPre" in unit, "the actor unit writes no Prometheus targets"
+    env_file = _env_file()
+    targets = Path(env_file["MARIO_TARGETS"])
+    assert targets.parent == Path("/var/lib") / unit["StateDirectory"]
+    command = unit["ExecStartPre"].replace(f"{INSTALLED}/.venv/bin/python", sys.executable)
+    written = tmp_path / "targets" / "actors.json"
+    env = {"PATH": "/usr/bin:/bin", **env_file, "MARIO_N": "3", "MARIO_FIRST_ACTOR": "16"}
+    env |= {"MARIO_TARGETS": str(written), "MARIO_RUN": str(tmp_path / "run")}
+    subprocess.run(shlex.split(command), cwd=ROOT, env=env, check=True, timeout=120)
+    actors = json.loads(written.read_text())
+    assert [(t["targets"], t["labels"]["actor_id"]) for t in actors] == [
+        ([f"127.0.0.1:{9100 + i}"], str(i)) for i in (16, 17, 18)
+    ]
+    (evaluator,) = json.loads((written.parent / "eval.json").read_text())
+    assert evaluator["targets"] == ["127.0.0.1:9119"]  # the port after the last actor's

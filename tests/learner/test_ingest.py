@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import zmq
 
+from actor.link import FatalRefusal, LearnerLink
 from common import wire
 from common.env_spec import EnvSpec
 from common.levels import level_lengths
@@ -39,10 +40,12 @@ def chunk(version: int = 0, seq: int = 0, **kw) -> wire.Chunk:
 
 
 class Client:
-    def __init__(self, port: int):
+    def __init__(self, port: int, source: str = ""):
+        """A DEALER to the learner on 127.0.0.1; `source` (e.g. 127.0.0.2, loopback too) is the
+        address it connects from: another host, as the learner sees it."""
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.connect(f"tcp://127.0.0.1:{port}")
+        self.sock.connect(f"tcp://{source + ':0;' if source else ''}127.0.0.1:{port}")
 
     def send(self, msg) -> None:
         self.sock.send_multipart(msg if isinstance(msg, list) else wire.encode(msg))
@@ -168,6 +171,68 @@ def test_unknown_actor_is_refused_and_another_run_is_fatal(ingest):
     refusal = c.recv()
     assert isinstance(refusal, wire.Refuse) and refusal.fatal
     assert "--run-id is 'other' on the actor but 'r' on the learner" in refusal.reason
+
+
+def test_a_second_process_with_a_connected_id_from_another_host_is_refused_naming_both(ingest):
+    here = Client(ingest.port)
+    here.send(register(actor_id=16, instance_id="aaaa1111"))
+    assert isinstance(here.recv(), wire.Welcome)
+    there = Client(ingest.port, source="127.0.0.2")
+    there.send(register(actor_id=16, instance_id="bbbb2222"))
+    refusal = there.recv()
+    assert isinstance(refusal, wire.Refuse) and refusal.fatal  # the actor exits 2, no retry loop
+    for named in ("actor id 16", "127.0.0.1 (instance aaaa1111)", "127.0.0.2 (instance bbbb2222)"):
+        assert named in refusal.reason, refusal.reason
+    assert "FIRST_ACTOR" in refusal.reason and "--actor-id" in refusal.reason
+    here.send(chunk(actor_id=16, instance_id="aaaa1111"))  # the first keeps its connection
+    assert isinstance(here.recv(), wire.Credit)
+    assert [a.instance_id for a in ingest.actors.values()] == ["aaaa1111"]
+
+
+def test_a_restart_from_the_same_host_replaces_its_old_connection(ingest):
+    old = Client(ingest.port, source="127.0.0.2")
+    old.send(register(actor_id=3, instance_id="old00000"))
+    assert isinstance(old.recv(), wire.Welcome)
+    restarted = Client(ingest.port, source="127.0.0.2")  # a new process, same place
+    restarted.send(register(actor_id=3, instance_id="new00000"))
+    assert isinstance(restarted.recv(), wire.Welcome)
+    again = Client(ingest.port, source="127.0.0.3")  # a new session of that process, elsewhere
+    again.send(register(actor_id=3, instance_id="new00000"))
+    assert isinstance(again.recv(), wire.Welcome)
+    assert [a.instance_id for a in ingest.actors.values()] == ["new00000"]
+
+
+def test_a_replaced_process_that_was_alive_all_along_is_refused_when_it_comes_back(ingest):
+    first = Client(ingest.port)
+    first.send(register(actor_id=3, instance_id="first000"))
+    assert isinstance(first.recv(), wire.Welcome)
+    second = Client(ingest.port)  # same host, same id: taken for a restart
+    second.send(register(actor_id=3, instance_id="second00"))
+    assert isinstance(second.recv(), wire.Welcome)
+    first.send(chunk(actor_id=3, instance_id="first000"))  # ... but the first is still alive
+    assert isinstance(first.recv(), wire.Refuse)  # unknown now: it registers again
+    first.send(register(actor_id=3, instance_id="first000"))
+    refusal = first.recv()
+    assert isinstance(refusal, wire.Refuse) and refusal.fatal
+    assert "instance second0" in refusal.reason and "instance first000" in refusal.reason
+    assert [a.instance_id for a in ingest.actors.values()] == ["second00"]
+
+
+def test_an_actor_refused_for_a_duplicate_id_raises_with_the_learners_reason(ingest):
+    here = Client(ingest.port)
+    here.send(register(actor_id=16, instance_id="aaaa1111"))
+    here.recv()
+    link = LearnerLink(  # an actor on another host: its connections come from 127.0.0.2
+        f"127.0.0.2:0;127.0.0.1:{ingest.port}", register(actor_id=16, instance_id="bbbb2222")
+    )
+    try:
+        with pytest.raises(
+            FatalRefusal, match=r"actor id 16 is already connected from 127\.0\.0\.1"
+        ):
+            deadline = time.monotonic() + 10
+            link.wait_for_credit(stop=lambda: time.monotonic() > deadline)
+    finally:
+        link.close()
 
 
 def test_stale_chunks_are_dropped_but_return_credit(ingest):

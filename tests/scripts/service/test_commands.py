@@ -4,6 +4,7 @@ the same settings all the way down to the argv that would be exec'd."""
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import shutil
 import subprocess
@@ -97,7 +98,7 @@ def systemd_commands(
 
 def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, monkeypatch):
     keys = tmp_path / "keys"
-    make_keys(keys, range(16, 20))
+    make_keys(keys, [*range(16, 19), hosts.EVAL_ACTOR_ID])
     variables = {
         "RUN": tmp_path / "run",
         "N": 3,
@@ -134,7 +135,9 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
     assert (actor.metrics_port, actor.curve_dir) == (9117, f"{keys}/actor-17")
     assert train["eval"][1:3] == ["-m", "actor.eval"]
     evaluator = config_io.load(EvalConfig, train["eval"][3:], prog="actor.eval", description="")
-    assert (evaluator.actor_id, evaluator.metrics_port) == (19, 9119)
+    # its id is outside every actor range; its port the one after the last actor's
+    assert (evaluator.actor_id, evaluator.metrics_port) == (hosts.EVAL_ACTOR_ID, 9119)
+    assert evaluator.curve_dir == f"{keys}/actor-{hosts.EVAL_ACTOR_ID}"
     assert evaluator.eval_dir == str(tmp_path / "run" / "eval")
 
     # actors on another host than the learner's: a relay, which each actor takes weights from
@@ -175,3 +178,24 @@ def test_level_stays_a_set_of_one_goes_to_the_learner_alone_and_bad_sets_are_ref
     with pytest.raises(ValueError, match="MARIO_SCHEDULE='progress': removed, actors draw"):
         hosts.Host.from_env({"MARIO_SCHEDULE": "progress"})
     assert hosts.Host.from_env({"MARIO_SCHEDULE": ""}).levels == "1-1"  # an old env file's line
+
+
+def test_every_setting_a_make_variable_reaches_the_processes(tmp_path):
+    """Each Host field is a make variable (docs/DEPLOY.md's table): `make up NAME=value` hands
+    scripts/service MARIO_NAME, so no documented variable is silently ignored."""
+    kinds = {"bool": "true", "bool | None": "true", "int": "7"}
+    given = {f.name.upper(): kinds.get(str(f.type), "x") for f in dataclasses.fields(hosts.Host)}
+    del given["CORES"]  # counted on the host, not a setting
+    env = make_env("up", {**given, "RUN": tmp_path / "run"})
+    lost = [
+        name for name, value in given.items() if name != "RUN" and env.get(f"MARIO_{name}") != value
+    ]
+    assert not lost, f"make up ignores {lost}"
+
+
+def test_make_up_relay_true_starts_a_relay_its_actors_subscribe_to(tmp_path):
+    variables = {"RUN": tmp_path / "run", "N": 2, "RELAY": "true"}
+    out = make("commands", variables=variables)
+    listed = {name: line for name, _, line in (ln.partition(": ") for ln in out.splitlines())}
+    assert "-m actor.relay" in listed.get("relay", ""), out
+    assert "--weights-from 127.0.0.1:5557" in listed["actor-0"]

@@ -83,7 +83,9 @@ def test_frames_plan_the_run_length_and_anneal_the_rate_over_it():
 
 def test_defaults_and_settings_from_the_environment():
     h = Host.from_env({"MARIO_CORES": "8"})
-    assert (h.n, h.learner, h.eval_id) == (7, "127.0.0.1:5555", 7)  # one actor per core but one
+    assert (h.n, h.learner) == (7, "127.0.0.1:5555")  # one actor per core but one
+    assert (h.eval_id, h.eval_metrics_port) == (hosts.EVAL_ACTOR_ID, 9107)  # after the actors'
+    assert hosts.EVAL_ACTOR_ID not in h.actor_ids
     h = Host.from_env({"MARIO_CORES": "1", "MARIO_PORT": "6000", "MARIO_EVAL": "false"})
     assert (h.n, h.learner, h.eval) == (1, "127.0.0.1:6000", False)
     assert Host.from_env(h.environ()) == h  # what supervisord passes on reads back the same
@@ -113,7 +115,9 @@ def test_targets_list_the_actors_and_the_eval_actor(tmp_path):
         {"targets": ["127.0.0.1:9104"], "labels": {"job": "mario-actor", "actor_id": "4"}},
         {"targets": ["127.0.0.1:9105"], "labels": {"job": "mario-actor", "actor_id": "5"}},
     ]
-    assert json.loads(evals.read_text())[0]["labels"] == {"job": "mario-eval", "actor_id": "6"}
+    assert json.loads(evals.read_text()) == [
+        {"targets": ["127.0.0.1:9106"], "labels": {"job": "mario-eval", "actor_id": "1000000"}}
+    ]
     assert hosts.write_targets(Host(actor_metrics_base=0).resolved()) == []
 
 

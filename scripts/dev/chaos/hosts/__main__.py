@@ -1,16 +1,17 @@
-"""Multi-host rehearsal: a learner host, two actor hosts and an eval host, each a network
-namespace with its own address, under network faults, judged PASS or FAIL.
+"""Multi-host rehearsal: docs/DEPLOY.md's "Actors on other hosts" (a learner host with its actors
+and the eval actor, and the page's actor hosts), each a network namespace with its own address,
+under network faults, judged PASS or FAIL.
 
     make hosts MINUTES=20     # or: python -m scripts.dev.chaos.hosts --minutes 20 --run-dir runs/hosts
 
-The hosts are started the way docs/DEPLOY.md tells a user to (cluster.py), with CURVE on and
-Prometheus on the learner host scraping them all. On a seeded schedule (schedule.py): an actor
-host's link goes down (a partition: no FIN, no RST), an actor host dies and a new machine takes
-its place, the learner host's link goes down, the broadcast port alone is blocked (nftables), the
-learner is killed and started again. Measured from each host's own /metrics (watch.py,
-rehearsal.py), judged against docs/RELIABILITY.md's targets (judge.py); the summary is printed
-and written to RUN/hosts.json; exit status 1 on FAIL. Needs root, iproute2, nftables and
-Prometheus; without them it says what is missing and exits 2.
+The hosts are started with the page's own `make keys` and `make up` lines (layout.py, cluster.py),
+so CURVE is on, and Prometheus on the learner host scrapes them all. On a seeded schedule
+(schedule.py): an actor host's link goes down (a partition: no FIN, no RST), an actor host dies and
+a new machine takes its place, the learner host's link goes down, the broadcast port alone is
+blocked (nftables), the learner is killed (supervisord starts it again). Measured from each host's
+own /metrics (watch.py, rehearsal.py), judged against docs/RELIABILITY.md's targets (judge.py);
+the summary is printed and written to RUN/hosts.json; exit status 1 on FAIL. Needs root, iproute2,
+nftables and Prometheus; without them it says what is missing and exits 2.
 """
 
 from __future__ import annotations

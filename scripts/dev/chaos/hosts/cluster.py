@@ -1,17 +1,16 @@
 """The rehearsal's machines: network namespaces on one bridge (scripts/dev/chaos/netns.py), each a
-host with its own run directory, started the way docs/DEPLOY.md tells a user to:
+host with its own run directory, started with docs/DEPLOY.md's own commands (layout.py):
 
-    learner   the learner (`scripts.service exec learner`, as its systemd unit runs it, restarted
-              after a kill as Restart=on-failure does), CURVE keys made there (`make keys`), and
-              Prometheus scraping every host, with the project's alert rules
-    actors-a  `make up N=2 FIRST_ACTOR=0 LEARNER_AUTOSTART=false LEARNER=<learner>:PORT KEYS=...
-              METRICS_HOST=<its address>` with its actors' key directories copied over; so a relay
-              beside them (RELAY's default)
-    actors-b  the same for actors 2 and 3
-    eval      the eval actor alone (`scripts.service exec eval`), id 5
+    learner     the page's `make keys` and learner-host `make up`: the learner, its actors and the
+                eval actor under supervisord (which restarts the learner after a kill), and
+                Prometheus scraping every host with the project's alert rules
+    actors-<k>  the page's k-th actor-host `make up` (LEARNER_AUTOSTART=false, a relay beside the
+                actors: RELAY's default), with its actors' key directories copied over
 
-Every host has its own network stack, so they all use the same ports. The only module of the
-rehearsal that knows how the hosts are built, started, killed and addressed."""
+Every host runs ACTORS_PER_HOST actors rather than the page's N (ids from the page's FIRST_ACTOR);
+the page's addresses become the hosts' own. Every host has its own network stack, so they all use
+the same ports. The only module of the rehearsal that knows how the hosts are built, started,
+killed and addressed."""
 
 from __future__ import annotations
 
@@ -25,15 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common.curve import make_keys
 from scripts.checkout import ROOT
 from scripts.dev.chaos import netns
+from scripts.dev.chaos.hosts import layout as page
 from scripts.service.host import Host, write_targets
 from scripts.service.supervisor import Supervisor
 
-PORT, LEARNER_METRICS, ACTOR_METRICS_BASE, PROMETHEUS_PORT = 5555, 9000, 9100, 9090
-ACTORS = {"actors-a": (0, 1), "actors-b": (2, 3)}  # the actor hosts and their actor ids
-EVAL_ID = 5  # the eval host's Host(first_actor=4, n=1): id first_actor + n
+ACTORS_PER_HOST = 2
+PROMETHEUS_PORT = 9090
 SCRAPE_INTERVAL_S = 2
 
 
@@ -41,148 +39,120 @@ class Cluster:
     def __init__(self, run: Path, net: netns.Network, *, levels: str, device: str,
                  learner_args: str, actor_args: str):  # fmt: skip
         self.run, self.net = run, net
-        self.common = {"levels": levels, "port": PORT, "actor_args": actor_args}
-        self.learner_args, self.device = learner_args, device
+        self.layout = page.read()
+        self.port = int(self.layout.learner.variables["LEARNER"].rpartition(":")[2])
+        self.common = {"LEVELS": levels, "ACTOR_ARGS": actor_args}
+        self.learner_vars = {"DEVICE": device, "LEARNER_ARGS": learner_args}
         self.hosts: dict[str, netns.Host] = {}
-        self.settings: dict[str, Host] = {}  # the actor hosts' `make up` settings
-        self.procs: dict[str, subprocess.Popen] = {}  # learner, eval, prometheus
+        self.settings: dict[str, Host] = {}  # each host's `make up` settings
+        self.procs: dict[str, subprocess.Popen] = {}  # prometheus
         self.logs: list[Any] = []
         self.keys = run / "learner" / "keys"
+
+    @property
+    def actor_hosts(self) -> list[str]:
+        return page.actor_host_labels(self.layout)
 
     # -- addresses -----------------------------------------------------------------------------
 
     @property
     def learner_address(self) -> str:
-        return f"{self.hosts['learner'].address}:{PORT}"
+        return f"{self.hosts['learner'].address}:{self.port}"
+
+    def actors_on(self, label: str) -> list[str]:
+        return [f"actor-{i}" for i in self.settings[label].actor_ids]
 
     def metrics_urls(self, label: str) -> dict[str, str]:
-        """{process name: /metrics URL} of a host's processes."""
-        address = self.hosts[label].address
-        if label == "learner":
-            return {"learner": f"http://{address}:{LEARNER_METRICS}/metrics"}
-        if label == "eval":
-            return {"eval": f"http://{address}:{ACTOR_METRICS_BASE + EVAL_ID}/metrics"}
+        """{process name: /metrics URL} of a host's processes, as seen from inside it."""
         h = self.settings[label]
-        urls = {f"actor-{i}": f"http://{address}:{h.actor_metrics_base + i}/metrics"
-                for i in h.actor_ids}  # fmt: skip
-        return urls | {f"relay-{label}": f"http://{address}:{h.relay_metrics_port}/metrics"}
+        address = self.hosts[label].address if h.metrics_host == "0.0.0.0" else h.metrics_host
+        ports = {f"actor-{i}": h.actor_metrics_base + i for i in h.actor_ids}
+        ports |= {"learner": h.learner_metrics_port} if h.learner_autostart else {}
+        ports |= {"eval": h.eval_metrics_port} if h.eval else {}
+        ports |= {f"relay-{label}": h.relay_metrics_port} if h.relay else {}
+        return {name: f"http://{address}:{port}/metrics" for name, port in ports.items()}
 
     # -- starting ------------------------------------------------------------------------------
 
     def build(self) -> None:
-        """Every host, its keys and run directory; the learner, Prometheus, the actor hosts and
-        the eval host started, in that order."""
-        for label in ("learner", *ACTORS, "eval"):
+        """Every host; the learner host's keys, make up there and Prometheus, then each actor
+        host's make up."""
+        for label in ("learner", *self.actor_hosts):
             self.hosts[label] = self.net.add_host(label)
-        make_keys(self.keys, [*ACTORS["actors-a"], *ACTORS["actors-b"], EVAL_ID])
-        self.start_learner()
+        self.make_on("learner", "keys", self.layout.keys, {"RUN": str(self.run / "learner")})
+        targets = self.run / "prometheus" / "targets"
+        targets.mkdir(parents=True, exist_ok=True)
+        self.start_host("learner", self.layout.learner, self.run / "learner",
+                        {"TARGETS": str(targets / "actors.json"), **self.learner_vars})  # fmt: skip
         self.start_prometheus()
-        for label in ACTORS:
+        for label in self.actor_hosts:
             self.start_actor_host(label)
-        self.start_eval()
 
-    def _popen(
-        self, name: str, label: str, argv: list[str], env: dict[str, str], log_dir: Path
-    ) -> None:
-        """`argv` started on host `label` as process `name`, its output in LOG_DIR/NAME.log."""
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log = open(log_dir / f"{name}.log", "ab")  # noqa: SIM115 (open while it runs)
-        self.logs.append(log)
-        self.procs[name] = subprocess.Popen(
-            self.hosts[label].exec(argv), cwd=ROOT, env=os.environ | env, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+    def _page_variables(self, label: str, command: page.Command) -> dict[str, str]:
+        """The page's line for a host, with this host's addresses for the page's, this
+        rehearsal's keys and ACTORS_PER_HOST actors."""
+        page_learner = self.layout.learner_address
+        address = self.hosts[label].address
+        out = {}
+        for name, value in command.variables.items():
+            value = value.replace(page_learner, self.hosts["learner"].address)
+            if name == "METRICS_HOST" and value not in ("127.0.0.1", "0.0.0.0"):
+                value = address  # the page's address of that host
+            out[name] = value
+        return out | {"N": str(ACTORS_PER_HOST)}
 
-    def _learner_host(self) -> Host:
-        return Host(
-            run=str(self.run / "learner"), host=self.hosts["learner"].address, port=PORT,
-            device=self.device, metrics_host=self.hosts["learner"].address,
-            learner_metrics_port=LEARNER_METRICS, n=1, eval=False, keys=str(self.keys),
-            learner_args=self.learner_args, levels=self.common["levels"],
-        ).resolved()  # fmt: skip
-
-    def start_learner(self) -> None:
-        argv = [sys.executable, "-m", "scripts.service", "exec", "learner"]
-        logs = self.run / "learner" / "logs"
-        self._popen("learner", "learner", argv, self._learner_host().environ(), logs)
-
-    def learner_pid(self) -> int | None:
-        p = self.procs.get("learner")
-        return p.pid if p is not None and p.poll() is None else None
-
-    def start_eval(self) -> None:
-        label = "eval"
-        keys = self.run / label / "keys"
-        copy_keys(self.keys, keys, [EVAL_ID])
-        h = Host(
-            run=str(self.run / label), n=1, first_actor=EVAL_ID - 1, learner_autostart=False,
-            eval=True, learner=self.learner_address, keys=str(keys), port=PORT,
-            metrics_host=self.hosts[label].address, actor_metrics_base=ACTOR_METRICS_BASE,
-            **{k: v for k, v in self.common.items() if k != "port"},
-        ).resolved()  # fmt: skip
-        argv = [sys.executable, "-m", "scripts.service", "exec", "eval"]
-        self._popen("eval", label, argv, h.environ(), self.run / label / "logs")
-        self.write_target(label, "mario-eval", "actor_id", {EVAL_ID: ACTOR_METRICS_BASE + EVAL_ID})
+    def start_host(self, label: str, command: page.Command, run: Path, extra: dict) -> None:
+        """`make up` on a host with the page's line for it (and `extra`)."""
+        variables = self._page_variables(label, command)
+        variables |= {"RUN": str(run), "KEYS": str(run / "keys"), **self.common, **extra}
+        self.settings[label] = page.Command("up", variables).host()
+        self.make_on(label, "up", page.Command("up", variables))
 
     def start_actor_host(self, label: str) -> None:
         """`make up` on an actor host, in a run directory of its own (a replacement host gets a
         fresh one: a new machine), with its actors' keys copied there."""
-        ids = ACTORS[label]
+        command = self.layout.actor_hosts[self.actor_hosts.index(label)]
         lives = sum(1 for p in self.run.glob(f"{label}*") if p.is_dir())
         run = self.run / (label if not lives else f"{label}.{lives}")
-        copy_keys(self.keys, run / "keys", ids)
-        h = Host(
-            run=str(run), n=len(ids), first_actor=ids[0], learner_autostart=False,
-            learner=self.learner_address, keys=str(run / "keys"),
-            metrics_host=self.hosts[label].address, actor_metrics_base=ACTOR_METRICS_BASE,
-            targets=str(run / "targets" / "actors.json"), **self.common,
-        ).resolved()  # fmt: skip
-        self.settings[label] = h
-        self.make(label, "up")
-        for path in write_targets(h):  # what the user copies to the Prometheus host
+        first = int(command.variables.get("FIRST_ACTOR", "0"))
+        copy_keys(self.keys, run / "keys", range(first, first + ACTORS_PER_HOST))
+        self.start_host(label, command, run, {"TARGETS": str(run / "targets" / "actors.json")})
+        for path in write_targets(self.settings[label]):  # what the user copies to Prometheus
             target = self.run / "prometheus" / "targets" / f"{path.stem}-{label}.json"
             shutil.copyfile(path, target.with_suffix(".tmp"))
             os.replace(target.with_suffix(".tmp"), target)
 
-    def make(self, label: str, target: str, timeout_s: float = 300) -> None:
-        """`make TARGET` on an actor host, with its settings, as its user would type it."""
-        settings = self.settings[label].environ()
-        del settings["MARIO_CORES"]
+    def make_on(self, label: str, target: str, command: page.Command,
+                extra: dict | None = None, timeout_s: float = 300) -> None:  # fmt: skip
+        """`make TARGET` on a host with a page line's variables, as its user would type it."""
         venv = Path(sys.executable).parent.parent
+        variables = {**command.variables, **(extra or {})}
+        if target == "keys":
+            variables["KEYS"] = str(self.keys)
         argv = ["make", "--no-print-directory", "-o", f"{venv}/.installed", target, f"VENV={venv}"]
-        argv += [f"{k.removeprefix('MARIO_')}={v}" for k, v in settings.items()]
+        argv += [f"{k}={v}" for k, v in variables.items()]
         out = subprocess.run(self.hosts[label].exec(argv), cwd=ROOT, capture_output=True,
                              text=True, timeout=timeout_s, check=False)  # fmt: skip
         if out.returncode:
             raise RuntimeError(f"make {target} on {label} exited {out.returncode}:\n"
                                f"{out.stdout}{out.stderr}")  # fmt: skip
 
+    def make_down(self, label: str) -> None:
+        self.make_on(label, "down", page.Command("down", {"RUN": self.settings[label].run}))
+
     def supervisor(self, label: str) -> Supervisor:
         return Supervisor(self.settings[label])
 
-    def write_target(self, label: str, job: str, key: str, ports: dict[int, int]) -> None:
-        address = self.hosts[label].address
-        entries = [{"targets": [f"{address}:{p}"], "labels": {"job": job, key: str(i)}}
-                   for i, p in ports.items()]  # fmt: skip
-        path = self.run / "prometheus" / "targets" / f"{job}-{label}.json"
-        path.with_suffix(".tmp").write_text(json.dumps(entries, indent=2) + "\n")
-        os.replace(path.with_suffix(".tmp"), path)
-
     def start_prometheus(self) -> None:
-        """Prometheus on the learner host: the learner, and every host's file_sd lists."""
+        """Prometheus on the learner host: the learner, and every host's file_sd lists (the
+        learner host's written there by its make up, the actor hosts' copied over)."""
         base = self.run / "prometheus"
-        (base / "targets").mkdir(parents=True, exist_ok=True)
-        jobs = [
-            {
-                "job_name": "mario-learner",
-                "static_configs": [
-                    {"targets": [f"{self.hosts['learner'].address}:{LEARNER_METRICS}"]}
-                ],
-            }
-        ]
+        h = self.settings["learner"]
+        jobs = [{"job_name": "mario-learner",
+                 "static_configs": [{"targets": [f"{h.metrics_host}:{h.learner_metrics_port}"]}]}]  # fmt: skip
         for job, files in (
             ("mario-actor", "actors*.json"),
-            ("mario-eval", "mario-eval-*.json"),
+            ("mario-eval", "eval*.json"),
             ("mario-relay", "relay*.json"),
         ):
             jobs.append(
@@ -203,7 +173,14 @@ class Cluster:
         argv = ["prometheus", f"--config.file={base / 'prometheus.yml'}",
                 f"--storage.tsdb.path={base / 'tsdb'}",
                 f"--web.listen-address={self.hosts['learner'].address}:{PROMETHEUS_PORT}"]  # fmt: skip
-        self._popen("prometheus", "learner", argv, {}, base / "logs")
+        log_dir = base / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(log_dir / "prometheus.log", "ab")  # noqa: SIM115 (open while it runs)
+        self.logs.append(log)
+        self.procs["prometheus"] = subprocess.Popen(
+            self.hosts["learner"].exec(argv), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
 
     @property
     def prometheus_url(self) -> str:
@@ -211,11 +188,16 @@ class Cluster:
 
     # -- faults --------------------------------------------------------------------------------
 
+    def learner_pid(self) -> int | None:
+        info = self.supervisor("learner").processes().get("learner", {})
+        return info.get("pid") or None if info.get("statename") == "RUNNING" else None
+
     def kill_learner(self) -> int:
+        """SIGKILL to the learner; supervisord starts it again (autorestart), as systemd's
+        Restart=on-failure would."""
         pid = self.learner_pid()
         assert pid is not None, "the learner is not running"
         os.kill(pid, signal.SIGKILL)
-        self.procs["learner"].wait(10)
         return pid
 
     def kill_host(self, label: str) -> None:
@@ -230,22 +212,26 @@ class Cluster:
     # -- stopping ------------------------------------------------------------------------------
 
     def unexpected_exits(self) -> dict[str, int]:
-        """{name: exit status} of the learner, eval or Prometheus processes that ended alone."""
+        """{name: exit status} of the processes started outside supervisord that ended alone."""
         return {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
 
     def stop(self) -> None:
-        """`make down` on the actor hosts, SIGTERM to the rest, then every host removed (what
-        is left in it killed)."""
-        for label in list(self.settings):
-            if label in self.hosts and self.supervisor(label).running_pid():
+        """`make down` on every host, the actor hosts first (the learner writes its final
+        checkpoint), SIGTERM to Prometheus, then every host removed (what is left killed)."""
+        for label in [*self.actor_hosts, "learner"]:
+            if (
+                label in self.hosts
+                and label in self.settings
+                and self.supervisor(label).running_pid()
+            ):
                 try:
-                    self.make(label, "down", timeout_s=300)
+                    self.make_down(label)
                 except (RuntimeError, subprocess.TimeoutExpired) as exc:
                     print(f"make down on {label}: {exc}", flush=True)
-        for name in ("eval", "learner", "prometheus"):
-            if (p := self.procs.get(name)) is not None and p.poll() is None:
+        for p in self.procs.values():
+            if p.poll() is None:
                 p.terminate()
-        deadline = time.monotonic() + 150  # the learner writes its final checkpoint
+        deadline = time.monotonic() + 30
         for p in self.procs.values():
             try:
                 p.wait(max(1.0, deadline - time.monotonic()))
@@ -255,7 +241,7 @@ class Cluster:
             log.close()
 
 
-def copy_keys(keys: Path, to: Path, ids: list[int] | tuple[int, ...]) -> None:
+def copy_keys(keys: Path, to: Path, ids: range) -> None:
     """What a user copies to an actor host: its actors' key directories, never the learner's."""
     for i in ids:
         shutil.copytree(keys / f"actor-{i}", to / f"actor-{i}", dirs_exist_ok=True)

@@ -14,15 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from scripts.dev.chaos import netns
-from scripts.dev.chaos.hosts import watch
-from scripts.dev.chaos.hosts.cluster import ACTORS, PORT, Cluster
+from scripts.dev.chaos.hosts import layout, watch
+from scripts.dev.chaos.hosts.cluster import Cluster
 from scripts.dev.chaos.hosts.schedule import Fault, fault_schedule
 from scripts.dev.chaos.soak import measure
 from scripts.service.host import local_processes, one_lane
 
 TICK_S = 0.25
 WARM_TIMEOUT_S = 600.0
-RESTART_S = 5.0  # deploy/systemd/mario-learner.service: RestartSec=5
 MEMORY_EVERY_S = 5.0
 WARMUP_S = 300.0
 FINISH_S = 120.0
@@ -38,7 +37,7 @@ class Rehearsal:
             self.duration_s, args.seed, partition_s=args.partition_s,
             learner_link_s=args.learner_link_s, block_s=args.block_s,
             death_s=args.death_s or args.actor_timeout_s + 15.0, gap_s=args.gap_s,
-            settle_s=self.settle_s,
+            settle_s=self.settle_s, actor_hosts=layout.actor_host_labels(layout.read()),
         )  # fmt: skip
         self.trackers: list[watch.Tracker] = []
         self.lives = watch.Lives()
@@ -46,7 +45,7 @@ class Rehearsal:
         self.events: list[dict[str, Any]] = []
         self.scrapers: dict[str, watch.Scraper] = {}
         self.t0 = time.time()
-        self.learner_killed_at: float | None = None
+        self.learner_kills = 0
         self.crashes: list[str] = []
         self.last_memory = 0.0
 
@@ -70,8 +69,13 @@ class Rehearsal:
         return out
 
     def actors(self) -> list[str]:
-        return [f"actor-{i}" for label in ACTORS if label in self.cluster.hosts
-                for i in ACTORS[label]]  # fmt: skip
+        """The actors on the actor hosts alive now: those across the learner's link."""
+        c = self.cluster
+        return [a for label in c.actor_hosts if label in c.hosts for a in c.actors_on(label)]
+
+    def all_actors(self) -> list[str]:
+        """Those and the learner host's own."""
+        return self.cluster.actors_on("learner") + self.actors()
 
     @property
     def chunk_steps(self) -> int:
@@ -80,7 +84,7 @@ class Rehearsal:
 
     @property
     def lanes(self) -> int:
-        h = self.cluster.settings["actors-a"]
+        h = self.cluster.settings[self.cluster.actor_hosts[0]]
         return min(self.args.num_envs, 1 if one_lane(h.n, local_processes(h), h.cores) else 2)
 
     # -- faults --------------------------------------------------------------------------------
@@ -89,9 +93,11 @@ class Rehearsal:
         c, learner = self.cluster, scrapes.get("learner", {})
         version = int(learner.get(watch.VERSION, 0))
         if fault.kind in ("partition", "host_death"):
-            actors = [f"actor-{i}" for i in ACTORS[fault.host]]
+            actors = c.actors_on(fault.host)
+        elif fault.kind == "learner_link":
+            actors = self.actors()  # the learner host's own actors are not cut off
         else:
-            actors = self.actors()
+            actors = self.all_actors()
         base = dict(kind=fault.kind, host=fault.host, t_start=now, length_s=fault.length_s,
                     actors=actors, version_at_start=version)  # fmt: skip
         if fault.kind in ("partition", "learner_link"):
@@ -100,7 +106,7 @@ class Rehearsal:
             c.net.link(c.hosts[fault.host], up=False)
         elif fault.kind == "broadcast_block":
             tracker = watch.Block(**base, max_lag=self.args.max_policy_lag)
-            c.net.block(c.hosts["learner"], PORT + 1)
+            c.net.block(c.hosts["learner"], c.port + 1)
         elif fault.kind == "host_death":
             tracker = watch.Death(**base, actor_timeout_s=self.args.actor_timeout_s)
             self.scrapers.pop(fault.host).stop()
@@ -108,8 +114,8 @@ class Rehearsal:
         else:
             tracker = watch.Restart(**base)
             tracker.start(scrapes)
-            c.kill_learner()
-            self.learner_killed_at = now
+            c.kill_learner()  # supervisord starts it again
+            self.learner_kills += 1
             tracker.healed(now, version)
         if not isinstance(tracker, watch.Restart):
             tracker.start(scrapes)  # type: ignore[attr-defined]
@@ -164,8 +170,9 @@ class Rehearsal:
         deadline = time.monotonic() + WARM_TIMEOUT_S
         while time.monotonic() < deadline:
             s = self.scrapes()
-            streaming = [a for a in self.actors() if s.get(a, {}).get(watch.CREDIT_TS, 0) > 0]
-            if len(streaming) == len(self.actors()) and s["learner"].get(watch.VERSION, 0) >= 1:
+            everyone = self.all_actors()
+            streaming = [a for a in everyone if s.get(a, {}).get(watch.CREDIT_TS, 0) > 0]
+            if len(streaming) == len(everyone) and s["learner"].get(watch.VERSION, 0) >= 1:
                 self.t0 = time.time()
                 self.log("every actor streaming; faults start", actors=len(streaming))
                 return
@@ -197,10 +204,6 @@ class Rehearsal:
             t.observe(now, scrapes)
             if t.t_end is None and now - t.t_start >= t.length_s:
                 self.heal(t, now, scrapes)
-        if self.learner_killed_at and now - self.learner_killed_at >= RESTART_S:
-            self.log("the learner started again on its host")
-            self.cluster.start_learner()
-            self.learner_killed_at = None
         busy = [t for t in self.trackers if not t.done(now)]
         if not busy and self.trackers and self.free_at < self.trackers[-1].t_start:
             self.free_at = now
@@ -208,8 +211,6 @@ class Rehearsal:
         if due and not busy and now - self.free_at >= self.args.gap_s / 2 and self.ready(scrapes):
             self.fire(self.pending.pop(0), now, scrapes)
         for name, code in self.cluster.unexpected_exits().items():
-            if name == "learner" and (self.learner_killed_at or code == -9):
-                continue
             self.crashes.append(f"{name} exited {code}")
             self.log("CRASH", process=name, status=code)
             self.cluster.procs.pop(name)
@@ -217,7 +218,7 @@ class Rehearsal:
     def ready(self, scrapes: watch.Scrapes) -> bool:
         """Every actor streams in its present life (a replacement host's have built their envs
         and had a chunk received), so the next fault strikes actors that are at work."""
-        for name in self.actors():
+        for name in self.all_actors():
             m = scrapes.get(name, {})
             if m.get(watch.CREDIT_TS, 0.0) < m.get("process_start_time_seconds", math.inf):
                 return False
@@ -233,12 +234,16 @@ class Rehearsal:
                 self.memory.sample(role, m, now, now - start)
 
     def actor_host_exits(self) -> list[str]:
-        """Exits supervisord logged on the actor hosts alive now, other than make down's."""
+        """Exits supervisord logged on the hosts alive now, other than make down's and the
+        learner kills the rehearsal made."""
         out = []
-        for label in ACTORS:
+        for label in ("learner", *self.cluster.actor_hosts):
             if label in self.cluster.hosts and label in self.cluster.settings:
                 sup = self.cluster.supervisor(label)
-                out += [f"{label}: {e}" for e in sup.exits() if not e.expected]
+                exits = [e for e in sup.exits() if not e.expected]
+                kills = [e for e in exits if e.name == "learner" and "SIGKILL" in e.how]
+                exits = [e for e in exits if e not in kills[: self.learner_kills]]
+                out += [f"{label}: {e.name} {e}" for e in exits]
         return out
 
     def ask_prometheus(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass
 
 KINDS = ("partition", "host_death", "learner_link", "broadcast_block", "learner_kill")
-ACTOR_HOSTS = ("actors-a", "actors-b")
+ACTOR_HOSTS = ("actors-1",)  # the rehearsal's, as docs/DEPLOY.md lays them out (layout.py)
 
 
 @dataclass(frozen=True, order=True)
@@ -27,6 +27,7 @@ def fault_schedule(
     death_s: float = 30.0,
     gap_s: float = 45.0,
     settle_s: float = 30.0,
+    actor_hosts: tuple[str, ...] | list[str] = ACTOR_HOSTS,
 ) -> list[Fault]:
     """Rounds of every kind of fault, each round in a seeded order but a host's death last (its
     replacement builds its envs before the next round), one after another with `gap_s` of calm
@@ -42,7 +43,7 @@ def fault_schedule(
         rng.shuffle(order)
         order.append("host_death")
         for kind in order:
-            host = rng.choice(ACTOR_HOSTS) if kind in ("partition", "host_death") else "learner"
+            host = rng.choice(actor_hosts) if kind in ("partition", "host_death") else "learner"
             if t + lengths[kind] > duration_s - settle_s:
                 return faults
             faults.append(Fault(round(t, 2), kind, lengths[kind], host))

@@ -62,13 +62,13 @@ class Deployment:
             return {}
 
     def scrape(self, name: str) -> dict[str, float]:
-        """The /metrics of "learner", "actor-<i>" or "eval" (id N); {} when it does not answer."""
+        """The /metrics of "learner", "actor-<i>" or "eval"; {} when it does not answer."""
         if name == "learner":
             port = self.host.learner_metrics_port
+        elif name == "eval":
+            port = self.host.eval_metrics_port
         else:
-            port = self.host.actor_metrics_base + (
-                self.host.eval_id if name == "eval" else int(name[6:])
-            )
+            port = self.host.actor_metrics_base + int(name[6:])
         return status.scrape(f"http://127.0.0.1:{port}/metrics", timeout_s=1.0)
 
 
