@@ -97,6 +97,20 @@ def flag_row(f: config_io.Flag) -> tuple[str, ...]:
     return name, takes, code(f.default), f.help
 
 
+def spelling(every: list[config_io.Flag]) -> str:
+    """How the kinds of value among `every` are written, those it has."""
+    kinds = {
+        " A bool flag takes `--no-` to turn it off.": any(not f.metavar for f in every),
+        " An optional value (`|none`) takes `none` to unset it.": any(
+            f.metavar.endswith("|none") for f in every
+        ),
+        " A list (`,...`) takes its items comma-separated.": any(
+            f.metavar.endswith(",...") for f in every
+        ),
+    }
+    return "".join(text for text, present in kinds.items() if present)
+
+
 def flags_page(program: Program) -> Page:
     cls = config_class(program)
     command = f"python -m {program.main.removesuffix('.main')}"
@@ -115,10 +129,8 @@ def flags_page(program: Program) -> Page:
         f"{len(every)} flags. Each is also a key of a `--config FILE` TOML file's `{table_name}` "
         f"table, spelled with underscores (`{example.flag} {example.default}` is "
         f'`{example.name} = "{example.default}"`); the flags win over the file, the file over the '
-        "defaults. A bool flag takes `--no-` to turn it off, an "
-        "optional value (`|none`) takes `none` to unset it, a list (`,...`) takes its items "
-        "comma-separated. Every problem is reported at once, each saying what to change. "
-        f"`{command} --help` prints the same.",
+        f"defaults.{spelling(every)} Every problem is reported at once, each saying what to "
+        f"change. `{command} --help` prints the same.",
         "",
     ]
     head = ("flag", "takes", "default", "help")
