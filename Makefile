@@ -1,4 +1,81 @@
 # mario-impala: every command a user runs. See README.md.
+#
+# The targets and the variables a user sets, one line each: `make help` prints these `## NAME:`
+# lines and docs/reference/make.md is generated from them (make reference), with the defaults
+# read from below and from scripts/service/host.py. A target or variable without its line fails
+# tests/scripts/dev/test_reference.py. `##@` starts a group.
+##@ Install
+## install: the venv (VENV) with the project, its test and lint tools, and torch as TORCH says
+## install-tensorboard: the optional extra of the learner's --tensorboard
+## wheelhouse: every wheel the project needs for PYTHON in OUT (and OUT.tar), for a box with no package index
+## VENV: the virtual environment's directory
+## PYTHON: the interpreter the venv is made from: a path, or a name looked for on PATH, under pyenv and uv (empty: the first python3.13, then python3.12)
+## TORCH: where torch comes from: auto (the interpreter's own CUDA torch, else the venv's), box (the interpreter's own), venv (installed into the venv)
+## WHEELS: install offline from this wheelhouse, a directory or .tar that make wheelhouse wrote
+## OUT: the directory make wheelhouse writes (OUT.tar beside it)
+##@ Test and lint
+## test: every test but the multi-minute rehearsals
+## test-all: make test, then the rehearsals (what CI runs)
+## test-fast: the tests not marked slow
+## lint: ruff check and ruff format --check
+## bench: env, pipeline, replay and learner throughput
+## TEST_WORKERS: pytest-xdist workers (0: the tests run in one process)
+##@ Train: a learner, N actors and the eval actor on this host
+## train: the learner, N actors and the eval actor in the foreground, with a status line; Ctrl-C stops
+## learner: the learner alone in the foreground, with its status line
+## actors: this host's N actors alone; the learner elsewhere is LEARNER=host:PORT
+## commands: the command line of every process make up (or make train) would start here
+## RUN: run directory: config, checkpoints, logs, metrics.jsonl, eval/ (make eval and make report read it)
+## LEVELS: the run's levels: 1-1 | 1-1,1-2 | world:1 | all (the learner's --level; the actors are told them)
+## LEVEL: one level; the former spelling of LEVELS, which wins when both are set
+## FRAMES: the run's length in env frames (the learner's --train-frames; 0: until stopped)
+## N: actors on this host (0: one per core but one, at least 1)
+## FIRST_ACTOR: this host's first actor id: ids FIRST_ACTOR .. FIRST_ACTOR+N-1, the eval actor's FIRST_ACTOR+N
+## HOST: the learner's bind address (it uses PORT and PORT+1)
+## PORT: the learner's port for the actors (weights on PORT+1)
+## DEVICE: the learner's device (and make eval's): auto (the GPU if there is one), cpu, cuda, cuda:N
+## LEARNER: HOST:PORT the actors connect to (empty: 127.0.0.1:PORT)
+## LEARNER_AUTOSTART: false: no learner on this host (actors only, with LEARNER=host:PORT)
+## EVAL: false: no eval actor on this host; true: one even without the learner (empty: where the learner runs)
+## LEARNER_ARGS: more learner flags (docs/reference/learner.md)
+## ACTOR_ARGS: more actor flags, the eval actor's too (docs/reference/actor.md)
+## METRICS_HOST: the address every /metrics server binds
+## LEARNER_METRICS_PORT: the learner's /metrics port
+## ACTOR_METRICS_BASE: actor i serves /metrics on ACTOR_METRICS_BASE+i (0: off)
+## TARGETS: the Prometheus file_sd list of this host's actors that make train, actors and up write
+## KEYS: the CURVE keys directory make keys writes (empty: CURVE off, and make keys writes runs/keys); a non-loopback HOST needs it
+##@ Evaluate and report (docs/EVALUATION.md)
+## eval: RUN's latest checkpoint, or CKPT, on every level of LEVELS, EPISODES per policy and level
+## report: RUN's report: its learning curves and evaluations
+## CKPT: a checkpoint file for make eval instead of RUN's latest
+## EPISODES: make eval's episodes per policy and level
+## POLICY: make eval's policies: both (greedy, then sampled), greedy or sampled
+## GREEDY: 1: greedy, 0: sampled; the former spelling of POLICY, which it overrides
+## PERTURB: 1: make eval plays each level plain and perturbed (sticky actions 0.25, no-op starts 0..30) side by side
+## JOBS: make eval plays JOBS levels at a time, in JOBS processes
+## EVAL_ARGS: more make eval flags (python -m scripts.evaluate --help)
+## COMPARE: run directories whose learning curves make report draws beside RUN's
+##@ Rehearse faults (docs/RELIABILITY.md)
+## soak: learner, actors and eval actor under supervisord, killed and disturbed on a seeded schedule for MINUTES; PASS or FAIL
+## hosts: a learner host, actor hosts and an eval host in network namespaces, their links cut on a seeded schedule; PASS or FAIL (root)
+## MINUTES: how long make soak and make hosts run
+## SOAK_RUN: make soak's run directory (emptied first)
+## SOAK_ARGS: more make soak flags (python -m scripts.dev.chaos.soak --help)
+## HOSTS_RUN: make hosts' run directory
+## HOSTS_ARGS: more make hosts flags (python -m scripts.dev.chaos.hosts --help)
+##@ Monitor (docs/MONITORING.md)
+## prometheus: Prometheus in the foreground on 127.0.0.1:9090, scraping the learner and the listed actors
+## PROMETHEUS_ARGS: more prometheus flags
+##@ Run as a service: supervisord (docs/DEPLOY.md)
+## up: the processes of make train under supervisord, in the background
+## status: supervisord's processes and their state
+## down: stop everything (the learner writes its final checkpoint) and wait for supervisord to exit
+## keys: CURVE key pairs in KEYS for the learner, this host's actors and its eval actor
+## FORCE: 1: make keys replaces keys that exist
+## DOWN_TIMEOUT_S: seconds make down waits for supervisord to exit
+##@ This list and the reference
+## help: this list
+## reference: docs/reference/ written anew from the code: flags, make variables, metrics
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -82,6 +159,19 @@ bench: install
 	$(PY) -m scripts.dev.bench.pipeline
 	$(PY) -m scripts.dev.bench.replay
 	$(PY) -m scripts.dev.bench.learner --e2e
+
+.PHONY: help reference
+
+# the `## NAME:` lines at the top, a group per `##@` line
+help:
+	@awk 'BEGIN { print "usage: make TARGET [NAME=value ...]; the defaults: docs/reference/make.md" } \
+		/^##@ /{ printf "\n%s\n", substr($$0, 5); next } \
+		/^## [^ ]+: /{ n = index($$0, ": "); name = substr($$0, 4, n - 4); \
+		printf "  %-26s %s\n", (name ~ /^[A-Z]/ ? name "=" : "make " name), substr($$0, n + 2) }' \
+		$(firstword $(MAKEFILE_LIST))
+
+reference: install
+	$(PY) -m scripts.dev.reference
 
 # ---- running (scripts/service: one place for every command line) -------------------------------
 # Settings a user may give; each becomes the variable MARIO_<NAME> that scripts/service reads,

@@ -296,6 +296,32 @@ def _spec(name: str, help: str, default: Any, hint: Any) -> _Spec | None:
     return _Spec(name, help, default, hint, choices, optional, container, tuple(bounds))
 
 
+class Flag(NamedTuple):
+    """One field as the command line spells it: what --help prints, and docs/reference lists."""
+
+    name: str  # the field; its key in a --config file
+    flag: str  # --learning-rate; a bool field also takes --no-<name>
+    metavar: str  # FLOAT, {a,b}, INT|none, STR,...; "" for a bool
+    default: str  # as it would be typed on the command line
+    bounds: str  # ">= 0, <= 1"; "" for none
+    help: str
+
+
+def flags(cls: type) -> list[Flag]:
+    """Every option of `cls` in declaration order (--config aside), as --help shows it."""
+    return [
+        Flag(
+            name=spec.name,
+            flag="--" + spec.name.replace("_", "-"),
+            metavar="" if spec.base is bool else _metavar(spec),
+            default=_default_text(spec.default),
+            bounds=", ".join(f"{b.sign} {b.limit}" for b in spec.bounds),
+            help=spec.help,
+        )
+        for spec in _specs(cls).values()
+    ]
+
+
 def _parser(cls: type, prog: str, description: str) -> argparse.ArgumentParser:
     """Every option is a raw string (bools aside) so `_build` can parse them all and report every
     bad value at once, rather than argparse stopping at the first."""
@@ -314,14 +340,13 @@ def _parser(cls: type, prog: str, description: str) -> argparse.ArgumentParser:
         parser.add_argument(
             f"--{flag}", f"--no-{flag}", dest=name, nargs="?", help=argparse.SUPPRESS
         )
-    for spec in _specs(cls).values():
-        flag = "--" + spec.name.replace("_", "-")
-        bounds = "".join(f", {b.sign} {b.limit}" for b in spec.bounds)
-        help = f"{spec.help} (default: {_default_text(spec.default)}{bounds})".replace("%", "%%")
-        if spec.base is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=help)
+    for f in flags(cls):
+        bounds = f", {f.bounds}" if f.bounds else ""
+        help = f"{f.help} (default: {f.default}{bounds})".replace("%", "%%")
+        if not f.metavar:  # a bool
+            parser.add_argument(f.flag, action=argparse.BooleanOptionalAction, help=help)
         else:
-            parser.add_argument(flag, metavar=_metavar(spec), help=help)
+            parser.add_argument(f.flag, metavar=f.metavar, help=help)
     return parser
 
 
