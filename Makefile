@@ -30,7 +30,8 @@
 ## LEVEL: one level; the former spelling of LEVELS, which wins when both are set
 ## FRAMES: the run's length in env frames (the learner's --train-frames; 0: until stopped)
 ## N: actors on this host (0: one per core but one, at least 1)
-## FIRST_ACTOR: this host's first actor id: ids FIRST_ACTOR .. FIRST_ACTOR+N-1, the eval actor's FIRST_ACTOR+N
+## FIRST_ACTOR: this host's first actor id: ids FIRST_ACTOR .. FIRST_ACTOR+N-1 (the eval actor's id is 1000000)
+## RELAY: true: also run a weight relay that this host's actors subscribe to (empty: on a host of 2 or more actors whose LEARNER is elsewhere)
 ## HOST: the learner's bind address (it uses PORT and PORT+1)
 ## PORT: the learner's port for the actors (weights on PORT+1)
 ## DEVICE: the learner's device (and make eval's): auto (the GPU if there is one), cpu, cuda, cuda:N
@@ -57,7 +58,7 @@
 ## COMPARE: run directories whose learning curves make report draws beside RUN's
 ##@ Rehearse faults (docs/RELIABILITY.md)
 ## soak: learner, actors and eval actor under supervisord, killed and disturbed on a seeded schedule for MINUTES; PASS or FAIL
-## hosts: a learner host, actor hosts and an eval host in network namespaces, their links cut on a seeded schedule; PASS or FAIL (root)
+## hosts: the learner host and actor host of docs/DEPLOY.md's "Actors on other hosts" in network namespaces, their links cut on a seeded schedule; PASS or FAIL (root)
 ## MINUTES: how long make soak and make hosts run
 ## SOAK_RUN: make soak's run directory (emptied first)
 ## SOAK_ARGS: more make soak flags (python -m scripts.dev.chaos.soak --help)
@@ -66,6 +67,8 @@
 ##@ Monitor (docs/MONITORING.md)
 ## prometheus: Prometheus in the foreground on 127.0.0.1:9090, scraping the learner and the listed actors
 ## PROMETHEUS_ARGS: more prometheus flags
+## monitor: Prometheus and, where Grafana or docker is installed, Grafana with the dashboard; Ctrl-C stops
+## MONITOR_ARGS: more make monitor flags (python -m scripts.monitor --help)
 ##@ Run as a service: supervisord (docs/DEPLOY.md)
 ## up: the processes of make train under supervisord, in the background
 ## status: supervisord's processes and their state

@@ -64,7 +64,6 @@ def test_uniform_draws_every_level_about_equally_and_repeats_with_its_seed():
     assert [LevelSchedule(("1-1",), seed=s).next_level() for s in range(3)] == ["1-1"] * 3
 
 
-
 def test_progress_is_max_x_over_the_measured_length_and_one_at_the_flag():
     length = level_lengths()["1-1"]
     assert progress("1-1", length // 2) == pytest.approx((length // 2) / length)
