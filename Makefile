@@ -144,7 +144,8 @@ report: install
 # make soak MINUTES=30: learner, 2 actors and the eval actor under supervisord (as make up), kill
 # -9 of actors and of the learner (also mid-checkpoint) on a seeded schedule, a rogue peer; PASS
 # or FAIL against docs/RELIABILITY.md's targets, summary in SOAK_RUN/soak.json (emptied first).
-# SOAK_ARGS passes more flags (python -m scripts.dev.chaos.soak --help), e.g. --seed 1.
+# SOAK_ARGS passes more flags (python -m scripts.dev.chaos.soak --help), e.g. --seed 1. A soak
+# too short to strike every kind of fault is refused before it starts, naming the shortest.
 MINUTES ?= 30
 SOAK_RUN ?= runs/soak
 SOAK_ARGS ?=
@@ -157,7 +158,9 @@ soak: install
 # every host); on a seeded schedule an actor host's link goes down, an actor host dies and is
 # replaced, the learner's link goes down, its broadcast port is blocked, the learner is killed.
 # PASS or FAIL in HOSTS_RUN/hosts.json. Needs root, iproute2, nftables and prometheus.
-# HOSTS_ARGS passes more flags (python -m scripts.dev.chaos.hosts --help).
+# HOSTS_ARGS passes more flags (python -m scripts.dev.chaos.hosts --help). MINUTES must hold one
+# round of every kind of fault (6.1 with the default lengths); a shorter run is refused before it
+# starts, naming the shortest for its lengths.
 HOSTS_RUN ?= runs/hosts
 HOSTS_ARGS ?=
 
