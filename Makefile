@@ -89,6 +89,9 @@ bench: install
 # the learner on the GPU if there is one. RUN and LEVELS also serve eval and report below.
 # LEVELS is a set (1-1,1-2 | world:1 | all); LEVEL=1-1 still works, as a set of one. It goes to
 # the learner, which owns every run setting: actors (make actors too) take theirs from it.
+# A second run on this machine needs its own RUN and ports (PORT, LEARNER_METRICS_PORT,
+# ACTOR_METRICS_BASE): train, up and actors refuse ports in use before starting anything, naming
+# each one, its holder and free values to pass (docs/MONITORING.md).
 RUN ?= runs/default
 LEVEL ?= 1-1
 LEVELS ?= $(LEVEL)
