@@ -182,6 +182,9 @@ reference: install
 # the learner on the GPU if there is one. RUN and LEVELS also serve eval and report below.
 # LEVELS is a set (1-1,1-2 | world:1 | all); LEVEL=1-1 still works, as a set of one. It goes to
 # the learner, which owns every run setting: actors (make actors too) take theirs from it.
+# A second run on this machine needs its own RUN and ports (PORT, LEARNER_METRICS_PORT,
+# ACTOR_METRICS_BASE): train, up and actors refuse ports in use before starting anything, naming
+# each one, its holder and free values to pass (docs/MONITORING.md).
 RUN ?= runs/default
 LEVEL ?= 1-1
 LEVELS ?= $(LEVEL)
@@ -237,7 +240,8 @@ report: install
 # make soak MINUTES=30: learner, 2 actors and the eval actor under supervisord (as make up), kill
 # -9 of actors and of the learner (also mid-checkpoint) on a seeded schedule, a rogue peer; PASS
 # or FAIL against docs/RELIABILITY.md's targets, summary in SOAK_RUN/soak.json (emptied first).
-# SOAK_ARGS passes more flags (python -m scripts.dev.chaos.soak --help), e.g. --seed 1.
+# SOAK_ARGS passes more flags (python -m scripts.dev.chaos.soak --help), e.g. --seed 1. A soak
+# too short to strike every kind of fault is refused before it starts, naming the shortest.
 MINUTES ?= 30
 SOAK_RUN ?= runs/soak
 SOAK_ARGS ?=
@@ -250,7 +254,9 @@ soak: install
 # started with the page's own make lines (CURVE on, Prometheus scraping every host); on a seeded schedule an actor host's link goes down, an actor host dies and is
 # replaced, the learner's link goes down, its broadcast port is blocked, the learner is killed.
 # PASS or FAIL in HOSTS_RUN/hosts.json. Needs root, iproute2, nftables and prometheus.
-# HOSTS_ARGS passes more flags (python -m scripts.dev.chaos.hosts --help).
+# HOSTS_ARGS passes more flags (python -m scripts.dev.chaos.hosts --help). MINUTES must hold one
+# round of every kind of fault (6.1 with the default lengths); a shorter run is refused before it
+# starts, naming the shortest for its lengths.
 HOSTS_RUN ?= runs/hosts
 HOSTS_ARGS ?=
 

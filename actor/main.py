@@ -251,7 +251,7 @@ def run_process(cfg: ActorConfig, name: str, metrics, build) -> int:
         format=f"%(asctime)s {name}[{cfg.actor_id}] %(levelname)s %(message)s",
     )
     torch.set_num_threads(cfg.torch_threads)
-    add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
+    add_process_metrics(metrics.registry, name, run_id=cfg.run_id)  # who, memory, CPU, fds
     if cfg.metrics_port:
         try:
             serve(metrics.registry, cfg.metrics_host, cfg.metrics_port)

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         level=cfg.log_level, format="%(asctime)s relay %(levelname)s %(message)s", stream=sys.stderr
     )
     metrics = RelayMetrics()
-    add_process_metrics(metrics.registry)  # resident memory, CPU, start time
+    add_process_metrics(metrics.registry, "relay")  # who, resident memory, CPU, start time
     try:
         server = (
             serve(metrics.registry, cfg.metrics_host, cfg.metrics_port)

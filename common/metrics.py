@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import itertools
+import os
 import platform
 import time
 from collections import deque
@@ -354,15 +355,24 @@ class EvalMetrics(_Metrics):
     # fmt: on
 
 
+class ProcessMetrics(_Metrics):
+    """Who serves a page (`add_process_metrics`), so that a reader (`make train`'s status line)
+    tells its own run's processes from another run's on a port it expected."""
+
+    TABLE = (_M("process", Info, "mario_process", "Who serves this page: role (learner, actor, eval, relay), pid, run_id (--run-id) and run_dir (the learner's; empty elsewhere)."),)  # fmt: skip
+
+
 def _outcome(outcome: str) -> str:
     return outcome if outcome in OUTCOMES else "other"
 
 
-def add_process_metrics(registry: CollectorRegistry) -> None:
-    """Add the standard `process_*` and `python_*` metrics (CPU, memory, GC) to `registry`.
-
-    These keep the names Prometheus tooling expects, outside the `mario_` namespace.
-    """
+def add_process_metrics(
+    registry: CollectorRegistry, role: str, run_id: str = "", run_dir: str = ""
+) -> None:
+    """Add who serves the page (`ProcessMetrics`) and the standard `process_*` and `python_*`
+    metrics (CPU, memory, GC), which keep the names Prometheus tooling expects."""
+    info = {"role": role, "pid": str(os.getpid()), "run_id": run_id, "run_dir": run_dir}
+    ProcessMetrics(registry).process.info(info)
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
 

@@ -5,7 +5,8 @@ The learner prints it from its own registry and `make train` from the learner's 
 and Grafana see. Samples are flattened to {"name" or "name{k=v,...}": value}, labels sorted.
 It opens with the fields the learner's metrics declare (common/metrics.py's `status`), then
 the window's episode figures and ends with the Grafana dashboard's Bottleneck verdict over the
-same window (`verdict`).
+same window (`verdict`). `read_page` also says who serves a page (its `mario_process_info`), so
+that `make train` reads only its own run's processes when another run holds a port it expected.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.metrics import LearnerMetrics
+from common.metrics import LearnerMetrics, ProcessMetrics
 
 
 def flatten(families: Iterable[Metric]) -> dict[str, float]:
@@ -33,14 +34,58 @@ def flatten(families: Iterable[Metric]) -> dict[str, float]:
     return out
 
 
-def scrape(url: str, timeout_s: float = 2.0) -> dict[str, float]:
-    """Flattened samples of a /metrics page; {} when it cannot be reached."""
+def _families(url: str, timeout_s: float) -> list[Metric] | None:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:
             text = resp.read().decode()
     except OSError:
-        return {}
-    return flatten(text_string_to_metric_families(text))
+        return None
+    return list(text_string_to_metric_families(text))
+
+
+def scrape(url: str, timeout_s: float = 2.0) -> dict[str, float]:
+    """Flattened samples of a /metrics page; {} when it cannot be reached."""
+    return flatten(_families(url, timeout_s) or [])
+
+
+# ---- whose page it is --------------------------------------------------------------------
+
+PROCESS_INFO = ProcessMetrics.TABLE[0].name + "_info"  # as exposed: Info appends _info
+
+
+class Owner(NamedTuple):
+    """Who serves a /metrics page, as its mario_process_info says (common/metrics.py)."""
+
+    role: str  # learner, actor, eval, relay
+    pid: int
+    run_id: str
+    run_dir: str  # the learner's; "" for the others
+
+    def __str__(self) -> str:
+        where = f", run dir {self.run_dir}" if self.run_dir else f", run id {self.run_id}"
+        return f"{self.role} pid {self.pid}{where}"
+
+
+class Page(NamedTuple):
+    """A /metrics page: its flattened samples, and who serves it (None: the page does not say,
+    so it is no process of this version of the project)."""
+
+    samples: dict[str, float]
+    owner: Owner | None
+
+
+def read_page(url: str, timeout_s: float = 2.0) -> Page | None:
+    """The page at `url` and who serves it; None when it cannot be reached."""
+    families = _families(url, timeout_s)
+    if families is None:
+        return None
+    owner = None
+    for family in families:
+        for s in family.samples:
+            if s.name == PROCESS_INFO and s.labels.get("pid", "").isdigit():
+                labels = {k: s.labels.get(k, "") for k in ("role", "run_id", "run_dir")}
+                owner = Owner(pid=int(s.labels["pid"]), **labels)
+    return Page(flatten(families), owner)
 
 
 def _sum(samples: dict[str, float], name: str, label: str = "") -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from pathlib import Path
 
 import torch
 
@@ -29,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
     metrics = LearnerMetrics(levels=cfg.levels)
-    add_process_metrics(metrics.registry)  # resident memory, CPU, start time, open fds
+    run_dir = str(Path(cfg.run_dir).absolute())
+    add_process_metrics(metrics.registry, "learner", run_id=cfg.run_id, run_dir=run_dir)
     try:
         loop = TrainLoop(cfg, metrics)
     except (DeviceUnavailable, RunDirBusy, ReplayCapacityError, BindError) as exc:

@@ -14,6 +14,11 @@ sets them from its variables of the same names, systemd from /etc/mario-impala/e
     keys                              CURVE key pairs for them, in KEYS or runs/keys (`make keys`)
     targets                           their Prometheus file_sd lists, in TARGETS and beside it (what
                                       make up writes; the systemd actor unit's ExecStartPre)
+
+up, train and actors first check every port the host's processes will bind (PORT, PORT+1, the
+learner's and the actors' metrics ports; scripts/service/ports.py): when one is in use, say by
+another run on this machine, they start nothing and exit 2, naming the port, its holder and free
+ports to pass instead.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import sys
 from common.curve import make_keys
 from scripts.checkout import ROOT
 from scripts.service import host as hosts
+from scripts.service import ports
 from scripts.service.supervisor import CONF, Supervisor, SupervisorError
 from scripts.service.watch import Watcher
 
@@ -41,6 +47,10 @@ def _exec(h: hosts.Host, args: argparse.Namespace) -> int:
 
 def _start(h: hosts.Host, args: argparse.Namespace) -> int:
     supervisor = Supervisor(h)
+    # a supervisord of this run holds its ports itself: start() names it
+    if supervisor.running_pid() is None and (why := ports.refusal(h, args.command)):
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     foreground = args.command != "up"
     supervisor.start(foreground=foreground)
     for path in hosts.write_targets(h):

@@ -2,7 +2,9 @@
 
 Every 2 s a status line, read from the learner's /metrics (and each actor's credit wait from
 its own, for the bottleneck verdict), so it shows what Prometheus and Grafana show; under
-`make actors`, the actors' own figures. A process
+`make actors`, the actors' own figures. A page is read only if it is this run's: its
+`mario_process_info` names the pid supervisord started the program with (another run holding
+the port is said once, its figures left out). A process
 that exits is reported on its own line with supervisord's reason and the process's last log
 lines; supervisord restarts whatever crashed, and the status line counts the learner's
 restarts. A process that refuses its configuration (exit status 2) is not restarted; when the
@@ -18,7 +20,7 @@ import sys
 import time
 import xmlrpc.client
 
-from common.status import StatusWindow, actor_samples, scrape
+from common.status import Owner, StatusWindow, actor_samples, read_page
 from scripts.service.host import Host
 from scripts.service.supervisor import Supervisor
 
@@ -49,6 +51,7 @@ class Watcher:
         self.unsettled: dict[str, float] = {}  # exits seen in state EXITED, not yet reported
         self.window = StatusWindow()
         self.stopping = False
+        self.strangers: dict[str, Owner | None] = {}  # programs whose port another process holds
 
     def run(self, grace_s: float) -> int:
         """Watch until Ctrl-C or an exit the run cannot go on without, then stop everything;
@@ -173,14 +176,38 @@ class Watcher:
         host = self.host.metrics_host
         return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/metrics"
 
+    def own_samples(self, name: str, port: int, timeout_s: float = 2.0) -> dict[str, float]:
+        """The samples of program `name`'s /metrics on `port`; {} when the page does not answer
+        or is another process's: its mario_process_info must name the pid supervisord started
+        `name` with. Another run that holds the port would otherwise show its figures as this
+        run's; that is said once (again only if the holder changes)."""
+        url = self._url(port)
+        page = read_page(url, timeout_s)
+        if page is None:
+            return {}
+        pid = self.pids.get(name, 0)
+        if page.owner is not None and pid and page.owner.pid == pid:
+            self.strangers.pop(name, None)
+            return page.samples
+        if name not in self.strangers or self.strangers[name] != page.owner:
+            self.strangers[name] = page.owner
+            who = page.owner or "a process that does not say whose it is"
+            print(
+                f"\n{url} answers for {who}, not for this run's {name} (pid {pid or 'not yet'}): "
+                "left out of the status line. Another run holds the port: stop it, or give "
+                "this run ports of its own (PORT, LEARNER_METRICS_PORT, ACTOR_METRICS_BASE)",
+                file=sys.stderr,
+            )
+        return {}
+
     def learner_line(self) -> str | None:
         """The learner's status line (common/status.py), with its restarts."""
-        now = scrape(self._url(self.host.learner_metrics_port))
+        now = self.own_samples("learner", self.host.learner_metrics_port)
         if not now:
             return None
         if base := self.host.actor_metrics_base:  # those that answer, for the credit wait
             for i in self.host.actor_ids:
-                now |= actor_samples(scrape(self._url(base + i), timeout_s=0.5), i)
+                now |= actor_samples(self.own_samples(f"actor-{i}", base + i, 0.5), i)
         line = self.window.line(now)
         if restarts := self.restarts.get("learner"):
             ago = time.monotonic() - self.last_restart["learner"]
@@ -191,7 +218,8 @@ class Watcher:
         """`make actors`: how many actors the learner accepts, their steps/s and chunks."""
         if not (base := self.host.actor_metrics_base):
             return None
-        samples = [scrape(self._url(base + i), timeout_s=0.5) for i in self.host.actor_ids]
+        ids = self.host.actor_ids
+        samples = [self.own_samples(f"actor-{i}", base + i, timeout_s=0.5) for i in ids]
         total = lambda name: sum(s.get(name, 0) for s in samples)  # noqa: E731
         versions = [s["mario_actor_policy_version"] for s in samples if s]
         return (

@@ -1,6 +1,7 @@
 """common.metrics: every metric is exposed under its documented name and type, the exposition
 passes `promtool check metrics`, the exporter serves over HTTP, and RateWindow's arithmetic holds."""
 
+import os
 import shutil
 import subprocess
 import urllib.request
@@ -10,6 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from common import status
 from common.metrics import (
     ActorMetrics,
     EvalMetrics,
@@ -210,7 +212,7 @@ def promtool_check(text: str) -> None:
 def test_exposition_passes_promtool(process):
     if process == "process":
         registry = ActorMetrics().registry
-        add_process_metrics(registry)
+        add_process_metrics(registry, "actor", run_id="default")
     else:
         registry = {p: make for p, make, _ in PROCESSES}[process]()
     promtool_check(exposition(registry))
@@ -219,6 +221,26 @@ def test_exposition_passes_promtool(process):
 # ---------------------------------------------------------------------------------------------
 # Exporter
 # ---------------------------------------------------------------------------------------------
+
+
+def test_every_page_says_whose_it_is_and_a_reader_finds_its_owner():
+    metrics = ActorMetrics()
+    add_process_metrics(metrics.registry, "learner", run_id="r1", run_dir="/runs/a,b")
+    server = serve(metrics.registry, "127.0.0.1", 0)
+    try:
+        page = status.read_page(f"http://127.0.0.1:{server.port}/metrics")
+    finally:
+        server.close()
+    assert page is not None
+    assert page.owner == status.Owner("learner", os.getpid(), "r1", "/runs/a,b")
+    assert "mario_actor_chunks_sent_total" in page.samples
+    assert status.read_page(f"http://127.0.0.1:{server.port}/metrics", timeout_s=0.5) is None
+    bare = ActorMetrics()  # a page without the info: no owner
+    server = serve(bare.registry, "127.0.0.1", 0)
+    try:
+        assert status.read_page(f"http://127.0.0.1:{server.port}/metrics").owner is None
+    finally:
+        server.close()
 
 
 def test_serve_on_port_0_exposes_the_registry_over_http():

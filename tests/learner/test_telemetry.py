@@ -15,7 +15,14 @@ import torch
 from prometheus_client import Counter, Gauge, Histogram, Info, generate_latest
 
 from common import status
-from common.metrics import GPU_TABLE, ActorMetrics, EvalMetrics, LearnerMetrics, RelayMetrics
+from common.metrics import (
+    GPU_TABLE,
+    ActorMetrics,
+    EvalMetrics,
+    LearnerMetrics,
+    ProcessMetrics,
+    RelayMetrics,
+)
 from common.rundir import RunDir
 from common.wire import EpisodeStats
 from learner import telemetry
@@ -116,7 +123,9 @@ def expected_tags(figures: dict) -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls", [LearnerMetrics, ActorMetrics, RelayMetrics, EvalMetrics])
+@pytest.mark.parametrize(
+    "cls", [LearnerMetrics, ActorMetrics, RelayMetrics, EvalMetrics, ProcessMetrics]
+)
 def test_the_exposition_holds_every_declared_metric_and_nothing_else(cls):
     registry = cls(levels=LEVELS).registry
     families = {family.name: family for family in registry.collect()}

@@ -1,18 +1,25 @@
 """The watcher's judgement of supervisord's process states, fed the states in the order
-supervisord reports them (its log written as supervisord writes it)."""
+supervisord reports them (its log written as supervisord writes it); and its status line, read
+only from pages its own processes serve."""
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
+from common.metrics import ActorMetrics, add_process_metrics, serve
 from common.rundir import RunDir
 from scripts.service import watch
 from scripts.service.host import Host
 from scripts.service.supervisor import Supervisor
+from tests import procs
 
 
-def info(state: str, pid: int, stop: int, exitstatus: int = 0) -> dict:
+def info(state: str, pid: int, stop: int, exitstatus: int = 0, name: str = "learner") -> dict:
     return {
-        "name": "learner",
-        "group": "learner",
+        "name": name,
+        "group": name,
         "statename": state,
         "pid": pid,
         "start": 1,
@@ -95,3 +102,59 @@ def test_a_learner_that_finishes_within_startsecs_ends_the_run_and_is_not_retrie
     assert w.observe({"learner": info("STARTING", 11, 5)}) == 0
     assert w.observe({"learner": info("EXITED", 0, 6, 2)}) == 0
     assert "refused" not in capsys.readouterr().err
+
+
+# ---- the status line reads only this run's processes ----------------------------------------
+
+
+def test_the_actors_line_reads_only_the_page_of_the_pid_supervisord_started(tmp_path, capsys):
+    metrics = ActorMetrics()  # a real /metrics page on 127.0.0.1, served by this process
+    add_process_metrics(metrics.registry, "actor", run_id="default")
+    metrics.connected.set(1)
+    metrics.chunks_sent.inc(7)
+    server = serve(metrics.registry, "127.0.0.1", 0)
+    try:
+        host = Host(run=str(tmp_path / "run"), actor_metrics_base=server.port, n=1, cores=2,
+                    learner_autostart=False, eval=False)  # fmt: skip
+        w = watch.Watcher(host.resolved(), Supervisor(host))
+        # supervisord's actor-0 is another process: the page on its port is not its own
+        w.observe({"actor-0": info("RUNNING", os.getppid(), 0, name="actor-0")})
+        assert w.actors_line().startswith("actors 0/1 connected")
+        assert "chunks sent 0 " in w.actors_line()
+        err = capsys.readouterr().err
+        assert err.count("answers for") == 1  # said once, for two lines
+        assert (
+            f"127.0.0.1:{server.port}/metrics answers for actor pid {os.getpid()}, run id default, "
+            f"not for this run's actor-0 (pid {os.getppid()})"
+        ) in err
+        # once the page is that of the pid supervisord started, it is read
+        w.observe({"actor-0": info("RUNNING", os.getpid(), 0, name="actor-0")})
+        assert "actors 1/1 connected" in w.actors_line() and "chunks sent 7 " in w.actors_line()
+        assert capsys.readouterr().err == ""
+    finally:
+        server.close()
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_status_line_leaves_out_another_runs_learner_on_its_metrics_port(tmp_path, capsys):
+    port, lport = procs.free_port(2), procs.free_port()
+    other = procs.learner(tmp_path / "a", port, lport)  # run a, a real learner
+    try:
+        procs.wait_until("run a's /metrics", lambda: procs.scrape(lport), 240, [other])
+        host = Host(run=str(tmp_path / "b"), learner_metrics_port=lport, actor_metrics_base=0)
+        w = watch.Watcher(host.resolved(), Supervisor(host))
+        # run b's learner, restarted again and again as it cannot bind the port
+        w.observe({"learner": info("STARTING", os.getppid(), 0)})
+        assert w.learner_line() is None and w.learner_line() is None
+        err = capsys.readouterr().err
+        assert err.count("answers for") == 1
+        assert (
+            f"answers for learner pid {other.popen.pid}, run dir {tmp_path / 'a'}, not for this "
+            f"run's learner (pid {os.getppid()})"
+        ) in err
+        # the same page, were it this run's learner, would make the line
+        w.observe({"learner": info("RUNNING", other.popen.pid, 0)})
+        assert "updates       0 | policy v0 | actors 0" in (w.learner_line() or "")
+    finally:
+        other.stop()

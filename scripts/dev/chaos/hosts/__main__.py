@@ -26,7 +26,9 @@ from pathlib import Path
 from scripts.dev.chaos import netns
 from scripts.dev.chaos.hosts.judge import judge
 from scripts.dev.chaos.hosts.rehearsal import Rehearsal
+from scripts.dev.chaos.hosts.schedule import KINDS, death_s, planned
 from scripts.dev.chaos.soak.judge import print_checks, verdict
+from scripts.dev.chaos.soak.schedule import SETTLE_S, shortest_minutes
 
 
 def unavailable() -> str | None:
@@ -74,12 +76,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             "--death-s must exceed --actor-timeout-s + 1 (the learner forgets the "
             "dead host's actors first)"
         )
+    if not problems and (short := too_short(args)):
+        problems.append(short)
     run_dir = Path(args.run_dir)
     if run_dir.exists() and any(run_dir.iterdir()) and not (run_dir / ".hosts").exists():
         problems.append(f"{run_dir} holds something other than a rehearsal; pass another --run-dir")
     if problems:
         p.error("; ".join(problems))
     return args
+
+
+def too_short(args: argparse.Namespace) -> str | None:
+    """Why a rehearsal of --minutes cannot strike every kind of fault, naming the shortest that
+    can; None when it can."""
+    kinds_in = lambda duration_s: {f.kind for f in planned(args, duration_s)}  # noqa: E731
+    if set(KINDS) <= kinds_in(args.minutes * 60):
+        return None
+    shortest = shortest_minutes(kinds_in, KINDS)
+    lengths = (f"partition {args.partition_s:g} s, host death {death_s(args):g} s, learner link "
+               f"{args.learner_link_s:g} s, broadcast block {args.block_s:g} s, learner kill")  # fmt: skip
+    return (
+        f"--minutes {args.minutes:g} (make hosts MINUTES={args.minutes:g}) is too short for one "
+        f"round of every kind of fault ({lengths}), each after {args.gap_s:g} s of calm "
+        f"(--gap-s), and the closing calm (the last {SETTLE_S:g} s, a sixth of a shorter run): "
+        f"pass MINUTES={shortest:g} or more, or shorten the faults and the calm (HOSTS_ARGS: "
+        "--gap-s, --partition-s, ...)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,8 +16,9 @@ from typing import Any
 from scripts.dev.chaos import netns
 from scripts.dev.chaos.hosts import layout, watch
 from scripts.dev.chaos.hosts.cluster import Cluster
-from scripts.dev.chaos.hosts.schedule import Fault, fault_schedule
+from scripts.dev.chaos.hosts.schedule import Fault, planned
 from scripts.dev.chaos.soak import measure
+from scripts.dev.chaos.soak.schedule import settle_s
 from scripts.service.host import local_processes, one_lane
 
 TICK_S = 0.25
@@ -32,13 +33,8 @@ class Rehearsal:
         self.args = args
         self.run_dir = Path(args.run_dir).resolve()
         self.duration_s = args.minutes * 60
-        self.settle_s = min(30.0, self.duration_s / 6)
-        self.faults = fault_schedule(
-            self.duration_s, args.seed, partition_s=args.partition_s,
-            learner_link_s=args.learner_link_s, block_s=args.block_s,
-            death_s=args.death_s or args.actor_timeout_s + 15.0, gap_s=args.gap_s,
-            settle_s=self.settle_s, actor_hosts=layout.actor_host_labels(layout.read()),
-        )  # fmt: skip
+        self.settle_s = settle_s(self.duration_s)
+        self.faults = planned(args, self.duration_s, layout.actor_host_labels(layout.read()))
         self.trackers: list[watch.Tracker] = []
         self.lives = watch.Lives()
         self.memory = measure.Memory()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from scripts.dev.chaos.soak.schedule import settle_s
 
 KINDS = ("partition", "host_death", "learner_link", "broadcast_block", "learner_kill")
 ACTOR_HOSTS = ("actors-1",)  # the rehearsal's, as docs/DEPLOY.md lays them out (layout.py)
@@ -48,3 +52,20 @@ def fault_schedule(
                 return faults
             faults.append(Fault(round(t, 2), kind, lengths[kind], host))
             t += lengths[kind] + gap_s
+
+
+def death_s(args: argparse.Namespace) -> float:
+    """A dead host's time before its replacement: --death-s, or the actor timeout + 15 s."""
+    return args.death_s or args.actor_timeout_s + 15.0
+
+
+def planned(
+    args: argparse.Namespace, duration_s: float, actor_hosts: Sequence[str] = ACTOR_HOSTS
+) -> list[Fault]:
+    """The schedule of a rehearsal of `duration_s` with the command's flags (hosts/__main__.py),
+    its partitions and host deaths drawn among `actor_hosts`."""
+    return fault_schedule(
+        duration_s, args.seed, partition_s=args.partition_s, learner_link_s=args.learner_link_s,
+        block_s=args.block_s, death_s=death_s(args), gap_s=args.gap_s,
+        settle_s=settle_s(duration_s), actor_hosts=tuple(actor_hosts),
+    )  # fmt: skip

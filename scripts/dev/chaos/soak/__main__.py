@@ -20,6 +20,7 @@ from pathlib import Path
 from common.rundir import RunDir
 from scripts.dev.chaos.soak.judge import judge, print_checks, verdict
 from scripts.dev.chaos.soak.loop import Soak
+from scripts.dev.chaos.soak.schedule import KINDS, SETTLE_S, planned, shortest_minutes
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -49,6 +50,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         problems.append("--actors must be >= 1")
     if args.checkpoint_interval_s <= 0:
         problems.append("--checkpoint-interval-s must be > 0")
+    periods = ("actor_kill_every_s", "learner_kill_every_s", "midwrite_kill_every_s")
+    problems += [f"--{k.replace('_', '-')} must be > 0" for k in periods if getattr(args, k) <= 0]
+    if not problems and (short := too_short(args)):
+        problems.append(short)
     run_dir = Path(args.run_dir)
     if run_dir.exists() and any(run_dir.iterdir()):
         if not (run_dir / "soak.json").exists() and not (run_dir / ".soak").exists():
@@ -58,6 +63,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if problems:
         p.error("; ".join(problems))
     return args
+
+
+def too_short(args: argparse.Namespace) -> str | None:
+    """Why a soak of --minutes cannot strike every kind of fault, naming the shortest that can;
+    None when it can."""
+    kinds_in = lambda duration_s: {f.kind for f in planned(args, duration_s)}  # noqa: E731
+    if set(KINDS) <= kinds_in(args.minutes * 60):
+        return None
+    shortest = shortest_minutes(kinds_in, KINDS)
+    return (
+        f"--minutes {args.minutes:g} (make soak MINUTES={args.minutes:g}) is too short for every "
+        f"kind of fault ({', '.join(KINDS)}) before its closing calm (the last {SETTLE_S:g} s, a "
+        f"sixth of a shorter soak): the first actor kill comes at {args.actor_kill_every_s:g} s "
+        f"(--actor-kill-every-s); pass MINUTES={shortest:g} or more"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

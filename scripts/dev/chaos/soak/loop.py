@@ -19,7 +19,7 @@ from scripts.dev.chaos.soak import measure
 from scripts.dev.chaos.soak.deployment import STARTSECS, Deployment, running_for
 from scripts.dev.chaos.soak.faults import MidwriteKill, MidwriteKiller, Restart
 from scripts.dev.chaos.soak.judge import percentile
-from scripts.dev.chaos.soak.schedule import Fault, fault_schedule
+from scripts.dev.chaos.soak.schedule import Fault, planned
 
 RESUME_TIMEOUT_S = 60.0
 ACTOR_SCRAPE_S = 1.0  # and every tick while a learner restart is timed
@@ -38,14 +38,7 @@ class Soak:
         flags = f"--checkpoint-interval-s {args.checkpoint_interval_s:g} {args.learner_args}"
         self.deploy = Deployment(self.run_dir, args.actors, learner_args=flags, **settings)
         self.actors = self.deploy.actors
-        self.faults = fault_schedule(
-            self.duration_s,
-            args.seed,
-            actor_every_s=args.actor_kill_every_s,
-            learner_every_s=args.learner_kill_every_s,
-            midwrite_every_s=args.midwrite_kill_every_s,
-            settle_s=min(30.0, self.duration_s / 6),
-        )
+        self.faults = planned(args, self.duration_s)
         self.checkpoints = measure.Checkpoints(RunDir(self.run_dir))
         self.lives = measure.ActorLives()
         self.memory = measure.Memory()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from scripts.dev.chaos.hosts.schedule import ACTOR_HOSTS, KINDS, fault_schedule
+import pytest
+
+from scripts.dev.chaos.hosts.__main__ import main, parse_args
+from scripts.dev.chaos.hosts.schedule import ACTOR_HOSTS, KINDS, fault_schedule, planned
+from scripts.dev.chaos.soak.schedule import shortest_minutes
 
 
 def test_rounds_hold_every_kind_spaced_by_their_lengths_and_the_gap():
@@ -40,3 +44,31 @@ def test_a_hosts_death_ends_each_round():
         faults = fault_schedule(20 * 60, seed)
         rounds = [faults[i : i + len(KINDS)] for i in range(0, len(faults), len(KINDS))]
         assert all(r[-1].kind == "host_death" for r in rounds if len(r) == len(KINDS))
+
+
+def test_the_shortest_rehearsal_is_the_first_length_whose_schedule_holds_every_kind():
+    args = parse_args(["--minutes", "20", "--run-dir", "unused"])
+    kinds_in = lambda d: {f.kind for f in planned(args, d)}  # noqa: E731
+    # one round: 45 s of calm before each of 5 faults (30+30+20+30+0 s), then 30 s of calm
+    assert 45 * 5 + 110 + 30 == 365
+    assert shortest_minutes(kinds_in, KINDS) == 6.1  # 366 s holds the round, 360 s does not
+    assert kinds_in(6.1 * 60) == set(KINDS) and kinds_in(6.0 * 60) != set(KINDS)
+    # the CI form (2 minutes of short faults) is long enough for its round
+    short = ["--partition-s", "8", "--learner-link-s", "6", "--block-s", "8", "--death-s", "8"]
+    ci = parse_args([*short, "--gap-s", "8", "--actor-timeout-s", "4", "--run-dir", "unused"])
+    assert shortest_minutes(lambda d: {f.kind for f in planned(ci, d)}, KINDS) <= 2
+
+
+def test_a_rehearsal_too_short_for_every_kind_refuses_to_start_naming_the_minimum(tmp_path, capsys):
+    run = tmp_path / "hosts"
+    with pytest.raises(SystemExit) as refused:
+        main(["--minutes", "3", "--run-dir", str(run)])  # before root, namespaces or Prometheus
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert "--minutes 3 (make hosts MINUTES=3) is too short" in err
+    assert "pass MINUTES=6.1 or more" in err
+    assert not run.exists()  # nothing started, nothing emptied
+    # a longer gap needs a longer run, and the minimum says so
+    with pytest.raises(SystemExit):
+        main(["--minutes", "6.1", "--gap-s", "60", "--run-dir", str(run)])
+    assert "pass MINUTES=7.4 or more" in capsys.readouterr().err  # 60 x 5 + 110 + 30 = 440 s
