@@ -37,13 +37,14 @@ from common.metrics import (
     ActorMetrics,
     EvalMetrics,
     LearnerMetrics,
+    ProcessMetrics,
     RelayMetrics,
     add_process_metrics,
 )
 
 DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="mario-prometheus")
 TABLES = (LearnerMetrics.TABLE, ActorMetrics.TABLE, RelayMetrics.TABLE, EvalMetrics.TABLE)
-TABLES += (GPU_TABLE,)
+TABLES += (GPU_TABLE, ProcessMetrics.TABLE)
 # Prometheus's own series of every target
 SCRAPE_SERIES = ("up", "scrape_duration_seconds")
 # The last row: a panel for each declared metric that no other panel queries
@@ -70,7 +71,7 @@ def declared() -> frozenset[str]:
     metrics it adds, and Prometheus's own per-target series."""
     names = {s for table in TABLES for m in table for s in series_names(m)}
     registry = CollectorRegistry()
-    add_process_metrics(registry)
+    add_process_metrics(registry, "any")
     names |= {s.name for family in registry.collect() for s in family.samples}
     return frozenset(names | set(SCRAPE_SERIES))
 

@@ -174,6 +174,12 @@ HEALTH = Row(
             max=1,
             w=12,
         ),
+        Timeseries(
+            "Processes serving /metrics, by role",
+            "How many processes of each role serve a page, by the run they say they belong to (mario_process_info's role and run_id): a run short of its actors shows here, and a second run's processes scraped by mistake show under another run id.",
+            [Q("count by (role, run_id) (mario_process_info)", "{{role}} ({{run_id}})")],
+            w=24,
+        ),
     ],
 )
 
