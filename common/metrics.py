@@ -331,21 +331,34 @@ class RelayMetrics(_Metrics):
 
 
 class EvalMetrics(_Metrics):
-    """The evaluator's metrics, per level and policy (`greedy`: argmax actions; `sampled`: actions
-    drawn from the policy); gauges hold means over each policy's last evaluation episodes."""
+    """The eval actor's metrics. Every episode it plays is perturbed (sticky actions 0.25, no-op
+    starts 0..30, after Machado et al. 2018; actor/evaluation.py's PERTURBATION), so these are
+    the perturbed figures: per level and policy (`greedy`: argmax actions; `sampled`: actions
+    drawn from the policy), gauges hold means over each policy's last evaluation episodes; the
+    score judges the policy and keeps the best one (actor/best.py)."""
 
     # fmt: off
     TABLE = (
-        _M("max_x", Gauge, "mario_eval_max_x", "Mean max x position.", ("level", "policy")),
-        _M("median_max_x", Gauge, "mario_eval_median_max_x", "Median max x position.", ("level", "policy")),
-        _M("flag_rate", Gauge, "mario_eval_flag_rate", "Share reaching the flag.", ("level", "policy")),
-        _M("episode_return", Gauge, "mario_eval_return", "Mean game return.", ("level", "policy")),
-        _M("episodes", Counter, "mario_eval_episodes", "Evaluation episodes played.", ("level", "policy")),
-        _M("policy_version", Gauge, "mario_eval_policy_version", "Policy evaluated.", ("level", "policy")),
-        _M("best_max_x", Gauge, "mario_eval_best_max_x", "Best mean max x so far.", ("level", "policy")),
-        _M("progress", Gauge, "mario_eval_progress", "Mean progress: max x as a share of the level's length (0-1; levels of known length only).", ("level", "policy")),
+        _M("max_x", Gauge, "mario_eval_max_x", "Mean max x position of the last perturbed eval episodes.", ("level", "policy")),
+        _M("median_max_x", Gauge, "mario_eval_median_max_x", "Median max x position of the last perturbed eval episodes.", ("level", "policy")),
+        _M("flag_rate", Gauge, "mario_eval_flag_rate", "Share of the last perturbed eval episodes reaching the flag.", ("level", "policy")),
+        _M("episode_return", Gauge, "mario_eval_return", "Mean game return of the last perturbed eval episodes.", ("level", "policy")),
+        _M("episodes", Counter, "mario_eval_episodes", "Perturbed eval episodes played.", ("level", "policy")),
+        _M("policy_version", Gauge, "mario_eval_policy_version", "Policy of the newest perturbed eval episode.", ("level", "policy")),
+        _M("best_max_x", Gauge, "mario_eval_best_max_x", "Best mean max x of the last perturbed eval episodes so far.", ("level", "policy")),
+        _M("progress", Gauge, "mario_eval_progress", "Mean progress of the last perturbed eval episodes: max x as a share of the level's length (0-1; levels of known length only).", ("level", "policy")),
+        _M("score", Gauge, "mario_eval_score", "The policy's score: mean over levels of the mean progress of each level's last perturbed sampled eval episodes (mean max x for a level of unknown length); NaN until every level's window is full."),
+        _M("best_score", Gauge, "mario_eval_best_score", "Score of the best policy kept (RUN/eval/best-policy.pt); NaN before the first."),
+        _M("best_policy_version", Gauge, "mario_eval_best_policy_version", "Policy version of the best policy kept; -1 before the first."),
+        _M("bests", Counter, "mario_eval_bests", "Best policies written (each beat the one before)."),
     )
     # fmt: on
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, levels: Iterable[str] = ()):
+        super().__init__(registry, levels=levels)
+        for gauge in (self.score, self.best_score):
+            gauge.set(float("nan"))  # not 0: no figure yet is not a collapse
+        self.best_policy_version.set(-1)
 
 
 def _outcome(outcome: str) -> str:

@@ -1,7 +1,8 @@
 """`make train` and `make actors` in the foreground: supervisord runs the processes, this watches.
 
 Every 2 s a status line, read from the learner's /metrics (and each actor's credit wait from
-its own, for the bottleneck verdict), so it shows what Prometheus and Grafana show; under
+its own, for the bottleneck verdict, and the eval actor's score), so it shows what Prometheus
+and Grafana show; under
 `make actors`, the actors' own figures. A process
 that exits is reported on its own line with supervisord's reason and the process's last log
 lines; supervisord restarts whatever crashed, and the status line counts the learner's
@@ -18,7 +19,7 @@ import sys
 import time
 import xmlrpc.client
 
-from common.status import StatusWindow, actor_samples, scrape
+from common.status import StatusWindow, actor_samples, eval_samples, scrape
 from scripts.service.host import Host
 from scripts.service.supervisor import Supervisor
 
@@ -181,6 +182,8 @@ class Watcher:
         if base := self.host.actor_metrics_base:  # those that answer, for the credit wait
             for i in self.host.actor_ids:
                 now |= actor_samples(scrape(self._url(base + i), timeout_s=0.5), i)
+            if self.host.eval:  # its perturbed score against the best policy kept
+                now |= eval_samples(scrape(self._url(base + self.host.eval_id), timeout_s=0.5))
         line = self.window.line(now)
         if restarts := self.restarts.get("learner"):
             ago = time.monotonic() - self.last_restart["learner"]

@@ -87,6 +87,10 @@ EVAL = {
     "mario_eval_policy_version": "gauge",
     "mario_eval_best_max_x": "gauge",
     "mario_eval_progress": "gauge",
+    "mario_eval_score": "gauge",
+    "mario_eval_best_score": "gauge",
+    "mario_eval_best_policy_version": "gauge",
+    "mario_eval_bests_total": "counter",
 }
 RELAY = {
     "mario_relay_weights_total": "counter",
