@@ -95,3 +95,29 @@ def test_a_learner_that_finishes_within_startsecs_ends_the_run_and_is_not_retrie
     assert w.observe({"learner": info("STARTING", 11, 5)}) == 0
     assert w.observe({"learner": info("EXITED", 0, 6, 2)}) == 0
     assert "refused" not in capsys.readouterr().err
+
+
+def test_the_status_line_shows_the_eval_actors_score_against_the_best_kept(tmp_path):
+    """make train's line: the learner's /metrics, with the eval actor's score and best merged in
+    from its own, as they are served."""
+    from common.metrics import EvalMetrics, LearnerMetrics, serve
+
+    learner, evaluator = LearnerMetrics(), EvalMetrics(levels=["1-1"])
+    evaluator.score.set(0.41)
+    evaluator.best_score.set(0.88)
+    evaluator.best_policy_version.set(12)
+    servers = [serve(m.registry, "127.0.0.1", 0) for m in (learner, evaluator)]
+    try:
+        host = Host(
+            run=str(tmp_path / "run"), learner_metrics_port=servers[0].port, n=1,
+            actor_metrics_base=servers[1].port - 1, eval=True,  # the eval actor is id n
+        )  # fmt: skip
+        line = watch.Watcher(host, Supervisor(host)).learner_line()
+        assert line is not None and "| eval below best: 41% vs 88% v12 |" in line
+        evaluator.score.set(0.8)
+        assert "| eval 80% best 88% v12 |" in watch.Watcher(host, Supervisor(host)).learner_line()
+        off = Host(run=host.run, learner_metrics_port=servers[0].port, eval=False)
+        assert "eval" not in watch.Watcher(off, Supervisor(off)).learner_line()
+    finally:
+        for server in servers:
+            server.close()
