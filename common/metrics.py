@@ -331,11 +331,8 @@ class RelayMetrics(_Metrics):
 
 
 class EvalMetrics(_Metrics):
-    """The eval actor's metrics. Every episode it plays is perturbed (sticky actions 0.25, no-op
-    starts 0..30, after Machado et al. 2018; actor/evaluation.py's PERTURBATION), so these are
-    the perturbed figures: per level and policy (`greedy`: argmax actions; `sampled`: actions
-    drawn from the policy), gauges hold means over each policy's last evaluation episodes; the
-    score judges the policy and keeps the best one (actor/best.py)."""
+    """The eval actor's metrics, all of perturbed episodes (actor/evaluation.py's PERTURBATION): per
+    level and policy, means over its last episodes; the score that keeps the best (actor/best.py)."""
 
     # fmt: off
     TABLE = (
@@ -356,8 +353,8 @@ class EvalMetrics(_Metrics):
 
     def __init__(self, registry: CollectorRegistry | None = None, *, levels: Iterable[str] = ()):
         super().__init__(registry, levels=levels)
-        for gauge in (self.score, self.best_score):
-            gauge.set(float("nan"))  # not 0: no figure yet is not a collapse
+        self.score.set(float("nan"))  # not 0: no figure yet is not a collapse
+        self.best_score.set(float("nan"))
         self.best_policy_version.set(-1)
 
 
