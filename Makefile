@@ -211,15 +211,16 @@ commands: install
 	@$(SERVICE) commands
 
 # ---- evaluation and reports (docs/EVALUATION.md) ----------------------------------------------
-# RUN's latest checkpoint, or CKPT=file, on every level of LEVELS; EPISODES per policy and level;
-# POLICY=both (greedy, then sampled), greedy or sampled (GREEDY=1 / GREEDY=0, as before, pick
-# one); PERTURB=1 plays each level plain and perturbed (sticky actions 0.25, no-op starts 0..30)
-# side by side; JOBS=N plays N levels at a time in N processes (same figures, one core each);
-# EVAL_ARGS passes more flags (e.g. --scale 2 --no-progress-steps 100 --out DIR).
+# RUN's kept best policy (RUN/eval/best-policy.pt, the eval actor's; else its latest checkpoint),
+# or CKPT=file, on every level of LEVELS; EPISODES per policy and level; POLICY=both (greedy, then
+# sampled), greedy or sampled (GREEDY=1 / GREEDY=0, as before, pick one); each level is played
+# perturbed (sticky actions 0.25, no-op starts 0..30: the headline) and plain, side by side, and
+# PERTURB=0 plays it plain only; JOBS=N plays N levels at a time in N processes (same figures, one
+# core each); EVAL_ARGS passes more flags (e.g. --latest --scale 2 --no-progress-steps 100).
 CKPT ?=
 EPISODES ?= 5
 POLICY ?= both
-PERTURB ?=
+PERTURB ?= 1
 JOBS ?=
 # make report COMPARE="runs/a runs/b" draws those runs' learning curves beside RUN's
 COMPARE ?=

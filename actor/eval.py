@@ -1,19 +1,28 @@
 """`python -m actor.eval`: the eval actor, greedy and sampled episodes with the newest weights,
-judged while training runs.
+played perturbed and judged while training runs; it keeps the best policy.
 
 The eval actor registers like any actor (it builds the network and the envs the learner's Welcome
 names and receives its weight broadcasts) but sends no chunks; it takes the training actor's flags
 too, so that one ACTOR_ARGS serves both (those that size the training actor's envs, --num-envs and
 --lanes, do not apply: it plays one env per level). Its episodes step through the training
-actor's own path (actor/evaluation.py).
-Every `eval_interval_s` it plays `eval_episodes` greedy episodes (argmax actions: deterministic on
-the fixed start state, so one is enough) and then `eval_sampled_episodes` sampled ones (actions
-drawn from the policy, as the actors play, from a generator seeded by `--seed` and the actor id)
-with the newest policy, applied between episodes. It exports `mario_eval_*` metrics per level and
-policy (means and the median over each policy's last `eval_window` episodes on that level, and
-the mean progress where the level's length is known), and keeps the video and summary of each
-level's best episode so far, of either policy, in `eval_dir` (best-<level>.mp4 / .json). Between
-evaluations it only keeps the connection alive, so it costs little CPU.
+actor's own path (actor/evaluation.py), on the learner's envs perturbed as the standard Atari
+protocol judges play (`actor.evaluation.perturbed`: sticky actions 0.25 and no-op starts 0..30,
+or the learner's own where larger): a policy that memorised one button sequence scores what it
+can play, not what it can replay.
+Every `eval_interval_s` it plays `eval_episodes` greedy episodes (argmax actions; perturbed, no
+two alike) and then `eval_sampled_episodes` sampled ones (actions drawn from the policy, as the
+actors play, from a generator seeded by `--seed` and the actor id) with the newest policy,
+applied between episodes. It exports `mario_eval_*` metrics per level and policy (means and the
+median over each policy's last `eval_window` episodes on that level, and the mean progress where
+the level's length is known), and keeps the video and summary of each level's best episode so
+far, of either policy, in `eval_dir` (best-<level>.mp4 / .json). Between evaluations it only
+keeps the connection alive, so it costs little CPU.
+
+After each evaluation it scores the policy (actor/best.py: the mean over levels of each level's
+last `eval_window` sampled episodes' mean progress, once every level's window is full) and, when
+the score beats the best so far, writes the weights it is playing to `eval_dir`/best-policy.pt,
+which `make eval` plays when no checkpoint is named; a restarted eval actor reads that file's
+score back and never replaces a better best with a worse one.
 
 With a set of levels, the evaluations take the levels in turn, one level each: an evaluation
 costs the same whatever the set's size (the eval actor's CPU share and the weights it judges stay
@@ -40,8 +49,17 @@ from typing import ClassVar
 
 import numpy as np
 
+from actor.best import BestKeeper, policy_score
 from actor.config import ActorConfig
-from actor.evaluation import NES_FPS, Episode, EpisodePlayer, Policy, model_policy, write_video
+from actor.evaluation import (
+    NES_FPS,
+    Episode,
+    EpisodePlayer,
+    Policy,
+    model_policy,
+    perturbed,
+    write_video,
+)
 from actor.link import check_num_actions, link_for, load_weights, welcomed_specs
 from actor.main import run_process
 from common import config as config_io
@@ -53,7 +71,7 @@ from common.env_spec import EnvSpec
 from common.levels import progress
 from common.metrics import EvalMetrics
 from common.model import ActorCritic
-from common.rundir import atomic_write
+from common.rundir import BEST_POLICY, atomic_write
 
 log = logging.getLogger("actor.eval")
 
@@ -67,11 +85,17 @@ _SERIES = ("episodes", "max_x", "median_max_x", "flag_rate", "episode_return", "
 class EvalConfig(ActorConfig):
     """The training actor's settings, then the eval actor's own."""
 
-    eval_dir: str = _f("runs/default/eval", "where each level's best episode's video goes")
+    eval_dir: str = _f(
+        "runs/default/eval", "where the best policy and each level's best episode's video go"
+    )
     eval_interval_s: NonNegative = _f(60.0, "seconds between evaluations")
-    eval_episodes: PositiveInt = _f(1, "greedy episodes per evaluation")
-    eval_sampled_episodes: Count = _f(4, "sampled episodes per evaluation")
-    eval_window: PositiveInt = _f(10, "episodes averaged in mario_eval_* gauges")
+    eval_episodes: PositiveInt = _f(3, "greedy episodes per evaluation (perturbed: no two alike)")
+    eval_sampled_episodes: Count = _f(
+        4, "sampled episodes per evaluation (they score the policy; 0: the greedy ones do)"
+    )
+    eval_window: PositiveInt = _f(
+        10, "episodes averaged in mario_eval_* gauges and in each level's score"
+    )
 
     RETIRED: ClassVar[dict[str, str]] = {
         **ActorConfig.RETIRED,
@@ -99,13 +123,18 @@ class EvalActor:
         self.policies: dict[str, Policy] = {}  # greedy and sampled play of that model
         self._pending: wire.Weights | None = None
         self.version = -1
+        self.keeper = BestKeeper(self.out_dir / BEST_POLICY)  # the best so far, if any
+        if self.keeper.best is not None:
+            metrics.best_score.set(self.keeper.best.score)
+            metrics.best_policy_version.set(self.keeper.best.policy_version)
         self.stopping = False
         self.link = link_for(cfg, instance_id, 1, self._on_weights, self._on_welcome)
 
     def _env(self, level: str) -> FrameEnv:
-        """The env of one level of the set, built (under the watchdog) when first asked for."""
+        """The env of one level of the set, perturbed, built (under the watchdog) when first
+        asked for."""
         if level not in self.envs:
-            one = dataclasses.replace(self.spec, level=level)
+            one = perturbed(dataclasses.replace(self.spec, level=level))
             cfg = self.cfg
             self.envs[level] = build_envs(
                 one, 1, timeout_s=cfg.build_timeout_s, retries=cfg.build_retries,
@@ -139,6 +168,9 @@ class EvalActor:
                     getattr(self.metrics, series).labels(level, name)
                 if progress(level, 0) is not None:  # no progress series for unknown lengths
                     self.metrics.progress.labels(level, name)
+        setting = perturbed(spec)
+        log.info("every episode perturbed: sticky actions %g, no-op starts 0..%d",
+                 setting.sticky_actions, setting.noop_max)  # fmt: skip
         env = self._env(self.levels[0])  # a build that fails does so before the first turn
         check_num_actions(self.model.spec, env.num_actions)
 
@@ -185,6 +217,7 @@ class EvalActor:
             turn += 1
             if not self._evaluate(level):
                 return 0
+            self._judge()
         return 0
 
     def _evaluate(self, level: str) -> bool:
@@ -199,6 +232,26 @@ class EvalActor:
                 episode = player.play(self.policies[policy_name], lambda: self.link.poll(0))
                 self._record(level, policy_name, episode)
         return True
+
+    def _judge(self) -> None:
+        """Score the policy on each level's window of sampled episodes (greedy ones when no
+        sampled are played); keep its weights if the score beats the best so far."""
+        policy = "sampled" if self.counts["sampled"] else "greedy"
+        windows = {level: self.windows[level, policy] for level in self.levels}
+        s = policy_score(windows, self.cfg.eval_window)
+        if s is None:  # a window not yet full
+            return
+        self.metrics.score.set(s.value)
+        setting = perturbed(self.spec)
+        judged_by = {"policy": policy, "sticky_actions": setting.sticky_actions}
+        judged_by["noop_max"] = setting.noop_max
+        if not self.keeper.keep(s, self.model, self.spec, self.version, judged_by):
+            return
+        self.metrics.best_score.set(s.value)
+        self.metrics.best_policy_version.set(self.version)
+        self.metrics.bests.inc()
+        log.info("best policy so far: v%d, score %.3f, in %s", self.version, s.value,
+                 self.keeper.path)  # fmt: skip
 
     def _record(self, level: str, policy: str, played: Episode) -> None:
         m, episode = self.metrics, played.summary

@@ -9,6 +9,13 @@ exactly what it saw in training; the lane's chunks are dropped as they fill.
 Two policies are played from one network: `greedy` (argmax actions; deterministic on a fixed start
 state) and `sampled` (actions drawn from the policy, as the actors play, from a seeded generator).
 
+Perturbed play: `PERTURBATION` is the one definition of "perturbed" that the eval actor and
+`make eval` share, the standard Atari protocol's (Machado et al. 2018, "Revisiting the Arcade
+Learning Environment"): sticky actions 0.25 (each NES frame repeats the previous frame's buttons
+with that probability) and no-op starts 0..30 (each episode starts after 0 to 30 agent steps
+without buttons). NES Mario is deterministic, so a policy that memorised a button sequence plays
+the plain env well and drops perturbed; one that reads the screen does not.
+
 Video: one full-colour NES screen (240x256, native) per agent step, upscaled by an integer factor
 with nearest neighbour, at 60/frame_skip fps (15 fps for frame skip 4), H.264 yuv420p in MP4.
 An episode of `length` agent steps gives `length + 1` screens: the reset screen, then the screen
@@ -17,6 +24,7 @@ after each step (the last NES frame of that step), the final (death / flag / cut
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -28,12 +36,32 @@ import torch
 
 from actor.rollout import Lane, infer_and_act
 from common.env import EpisodeSummary, FrameEnv, Step
+from common.env_spec import EnvSpec
 
 NES_FPS = 60  # NES frames per second (60.0988 on hardware; players and the game say 60)
 
 POLICIES = ("greedy", "sampled")  # the labels of mario_eval_* and of make eval's summaries
 
 CHUNK_STEPS = 32  # the lane's chunk length: its buffers are the frame ring; chunks are dropped
+
+
+class Perturbation(NamedTuple):
+    sticky_actions: float  # p per NES frame of repeating the previous frame's buttons
+    noop_max: int  # episodes start after 0..noop_max agent steps without buttons
+
+
+PERTURBATION = Perturbation(sticky_actions=0.25, noop_max=30)  # Machado et al. 2018
+
+
+def perturbed(spec: EnvSpec, by: Perturbation = PERTURBATION) -> EnvSpec:
+    """`spec` played perturbed: `by`'s sticky actions and no-op starts, or the spec's own where
+    they are larger (a run that trains with more is judged with no less)."""
+    return dataclasses.replace(
+        spec,
+        sticky_actions=max(spec.sticky_actions, by.sticky_actions),
+        noop_max=max(spec.noop_max, by.noop_max),
+    )
+
 
 # The policy's turn for a lane's current step: it reads the lane's stacks, previous actions and
 # core states (`observe`, `last_action`, `core_state`) and records its choice with `Lane.act`.

@@ -23,11 +23,11 @@ from common.env_spec import EnvSpec
 from common.metrics import (
     ActorMetrics,
     MetricsPortError,
-    RateWindow,
     add_process_metrics,
     serve,
 )
 from common.model import ActorCritic
+from common.rates import RateWindow
 
 log = logging.getLogger("actor")
 

@@ -42,8 +42,6 @@ import importlib.metadata
 import itertools
 import os
 import platform
-import time
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from threading import Thread
@@ -338,21 +336,31 @@ class RelayMetrics(_Metrics):
 
 
 class EvalMetrics(_Metrics):
-    """The evaluator's metrics, per level and policy (`greedy`: argmax actions; `sampled`: actions
-    drawn from the policy); gauges hold means over each policy's last evaluation episodes."""
+    """The eval actor's metrics, all of perturbed episodes (actor/evaluation.py's PERTURBATION): per
+    level and policy, means over its last episodes; the score that keeps the best (actor/best.py)."""
 
     # fmt: off
     TABLE = (
-        _M("max_x", Gauge, "mario_eval_max_x", "Mean max x position.", ("level", "policy")),
-        _M("median_max_x", Gauge, "mario_eval_median_max_x", "Median max x position.", ("level", "policy")),
-        _M("flag_rate", Gauge, "mario_eval_flag_rate", "Share reaching the flag.", ("level", "policy")),
-        _M("episode_return", Gauge, "mario_eval_return", "Mean game return.", ("level", "policy")),
-        _M("episodes", Counter, "mario_eval_episodes", "Evaluation episodes played.", ("level", "policy")),
-        _M("policy_version", Gauge, "mario_eval_policy_version", "Policy evaluated.", ("level", "policy")),
-        _M("best_max_x", Gauge, "mario_eval_best_max_x", "Best mean max x so far.", ("level", "policy")),
-        _M("progress", Gauge, "mario_eval_progress", "Mean progress: max x as a share of the level's length (0-1; levels of known length only).", ("level", "policy")),
+        _M("max_x", Gauge, "mario_eval_max_x", "Mean max x position of the last perturbed eval episodes.", ("level", "policy")),
+        _M("median_max_x", Gauge, "mario_eval_median_max_x", "Median max x position of the last perturbed eval episodes.", ("level", "policy")),
+        _M("flag_rate", Gauge, "mario_eval_flag_rate", "Share of the last perturbed eval episodes reaching the flag.", ("level", "policy")),
+        _M("episode_return", Gauge, "mario_eval_return", "Mean game return of the last perturbed eval episodes.", ("level", "policy")),
+        _M("episodes", Counter, "mario_eval_episodes", "Perturbed eval episodes played.", ("level", "policy")),
+        _M("policy_version", Gauge, "mario_eval_policy_version", "Policy of the newest perturbed eval episode.", ("level", "policy")),
+        _M("best_max_x", Gauge, "mario_eval_best_max_x", "Best mean max x of the last perturbed eval episodes so far.", ("level", "policy")),
+        _M("progress", Gauge, "mario_eval_progress", "Mean progress of the last perturbed eval episodes: max x as a share of the level's length (0-1; levels of known length only).", ("level", "policy")),
+        _M("score", Gauge, "mario_eval_score", "The policy's score: mean over levels of the mean progress of each level's last perturbed sampled eval episodes (mean max x for a level of unknown length); NaN until every level's window is full."),
+        _M("best_score", Gauge, "mario_eval_best_score", "Score of the best policy kept (RUN/eval/best-policy.pt); NaN before the first."),
+        _M("best_policy_version", Gauge, "mario_eval_best_policy_version", "Policy version of the best policy kept; -1 before the first."),
+        _M("bests", Counter, "mario_eval_bests", "Best policies written (each beat the one before)."),
     )
     # fmt: on
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, levels: Iterable[str] = ()):
+        super().__init__(registry, levels=levels)
+        self.score.set(float("nan"))  # not 0: no figure yet is not a collapse
+        self.best_score.set(float("nan"))
+        self.best_policy_version.set(-1)
 
 
 class ProcessMetrics(_Metrics):
@@ -413,44 +421,3 @@ def serve(registry: CollectorRegistry, host: str, port: int) -> MetricsServer:
             "--metrics-port (0 turns metrics off) or --metrics-host, or stop the process using it"
         ) from None
     return MetricsServer(server, thread, server.server_port)
-
-
-# ---------------------------------------------------------------------------------------------
-# Rates for the *_per_second gauges
-# ---------------------------------------------------------------------------------------------
-
-
-class RateWindow:
-    """Events per second over the last `window_s` seconds (less, just after construction).
-
-    Counts added within `window_s / 100` of each other share one slot, so memory stays bounded
-    however often `add` is called; the rate is off by at most that much of the window's edge.
-    """
-
-    def __init__(self, window_s: float = 30.0, *, now: float | None = None):
-        if window_s <= 0:
-            raise ValueError(f"window_s must be > 0, got {window_s}")
-        self.window_s = window_s
-        self._slot_s = window_s / 100
-        self._start = time.monotonic() if now is None else now
-        self._slots: deque[list[float]] = deque()  # [slot start time, count], oldest first
-
-    def add(self, count: float, now: float | None = None) -> None:
-        """Record `count` events that happened up to `now` (time.monotonic() by default)."""
-        now = time.monotonic() if now is None else now
-        if self._slots and now - self._slots[-1][0] < self._slot_s:
-            self._slots[-1][1] += count
-        else:
-            self._slots.append([now, count])
-        self._expire(now)
-
-    def rate(self, now: float | None = None) -> float:
-        """Events per second over the window ending at `now`; 0.0 before any time has passed."""
-        now = time.monotonic() if now is None else now
-        self._expire(now)
-        span = min(self.window_s, now - self._start)
-        return sum(c for _, c in self._slots) / span if span > 0 else 0.0
-
-    def _expire(self, now: float) -> None:
-        while self._slots and self._slots[0][0] <= now - self.window_s:
-            self._slots.popleft()

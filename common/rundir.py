@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+BEST_POLICY = "best-policy.pt"  # in the eval dir: the eval actor's best policy (actor/best.py)
+
 
 class RunDir:
     """The paths of one run directory (none is created here)."""
@@ -24,6 +26,7 @@ class RunDir:
         self.episodes = self.root / "episodes.jsonl"  # a row per training episode
         self.tensorboard = self.root / "tensorboard"  # --tensorboard's event files
         self.eval = self.root / "eval"  # the eval actor's and `make eval`'s videos, summaries
+        self.best_policy = self.eval / BEST_POLICY  # never rotated; `make eval` plays it
         self.logs = self.root / "logs"  # supervisord's log and its programs'
         self.lock = self.root / ".lock"  # flocked by the learner that owns the run; its pid
         # supervisord's, named in deploy/supervisord/mario-impala.conf too

@@ -4,13 +4,16 @@ The learner prints it from its own registry and `make train` from the learner's 
 (plus each actor's credit wait, `actor_samples`), so both show exactly the numbers Prometheus
 and Grafana see. Samples are flattened to {"name" or "name{k=v,...}": value}, labels sorted.
 It opens with the fields the learner's metrics declare (common/metrics.py's `status`), then
-the window's episode figures and ends with the Grafana dashboard's Bottleneck verdict over the
-same window (`verdict`). `read_page` also says who serves a page (its `mario_process_info`), so
-that `make train` reads only its own run's processes when another run holds a port it expected.
+the window's episode figures, the eval actor's perturbed score against the best policy kept
+(`eval_summary`, when its samples are merged in: `eval_samples`), and ends with the Grafana
+dashboard's Bottleneck verdict over the same window (`verdict`). `read_page` also says who serves
+a page (its `mario_process_info`), so that `make train` reads only its own run's processes when
+another run holds a port it expected.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 import urllib.request
@@ -114,6 +117,43 @@ def actor_samples(samples: dict[str, float], actor_id: int) -> dict[str, float]:
         if CREDIT_WAIT in samples
         else {}
     )
+
+
+# The eval actor's score and its best policy's (common/metrics.py EvalMetrics, actor/best.py)
+EVAL_SCORE, EVAL_BEST = "mario_eval_score", "mario_eval_best_score"
+EVAL_BEST_VERSION = "mario_eval_best_policy_version"
+# "Well below the best": a score under this share of the best's. A window of 10 sampled episodes
+# per level has a standard error near 0.1 in mean progress at mid-range scores, so a fall of a
+# quarter from a best of 0.5 or more is rarely noise.
+BELOW_BEST = 0.75
+
+
+def eval_samples(samples: dict[str, float]) -> dict[str, float]:
+    """The eval actor's score samples from its flattened /metrics, to merge into the learner's."""
+    return {k: samples[k] for k in (EVAL_SCORE, EVAL_BEST, EVAL_BEST_VERSION) if k in samples}
+
+
+def _score(v: float) -> str:
+    """A score: progress as a percentage, or a max x (a level of unknown length) above 1."""
+    return f"{v:.0%}" if v <= 1 else f"x {v:.0f}"
+
+
+def eval_summary(now: dict[str, float]) -> str:
+    """The eval actor's perturbed score against the best kept: "eval 62% best 88% v1234", or
+    "eval below best: 41% vs 88% v1234" when under `BELOW_BEST` of it; "eval -" before a score;
+    empty without eval samples."""
+    if EVAL_SCORE not in now:
+        return ""
+    score, best = now[EVAL_SCORE], now.get(EVAL_BEST, math.nan)
+    version = now.get(EVAL_BEST_VERSION, -1)
+    kept = f"{_score(best)} v{version:.0f}" if not math.isnan(best) else ""
+    if math.isnan(score):
+        return f"eval - best {kept}" if kept else "eval -"
+    if not kept:
+        return f"eval {_score(score)}"
+    if score < BELOW_BEST * best:
+        return f"eval below best: {_score(score)} vs {kept}"
+    return f"eval {_score(score)} best {kept}"
 
 
 class Indicators(NamedTuple):
@@ -275,18 +315,21 @@ def status_line(now: dict[str, float], before: dict[str, float], window_s: float
     """The declared fields (`declared_fields`: steps/s, updates, policy version, actors, and the
     mean return and mean max x of the episodes that ended between the samples `before` and
     `now`, taken `window_s` seconds apart); then those episodes' flag rate and progress per level
-    (`level_summary`), the GPU's utilisation (on a GPU), a planned run's frames so far and the
-    bottleneck verdict of that window."""
+    (`level_summary`), the eval actor's score against the best (`eval_summary`, with its samples),
+    the GPU's utilisation (on a GPU), a planned run's frames so far and the bottleneck verdict of
+    that window."""
     episodes = _sum(now, "mario_episode_return_count") - _sum(before, "mario_episode_return_count")
     flags = _sum(now, "mario_episodes_total", "outcome=flag")
     flags -= _sum(before, "mario_episodes_total", "outcome=flag")
     flag_rate = f"{flags / episodes:6.1%}" if episodes > 0 else "     -"
     gpu = gpu_utilization(now)
+    judged = eval_summary(now)
 
     return (
         "".join(f"{field} | " for field in declared_fields(now, before)) + f"flags {flag_rate} | "
         f"{level_summary(level_figures(now, before))} | "
-        f"{episodes:.0f} episodes in {window_s:.0f} s | "
+        + (f"{judged} | " if judged else "")
+        + f"{episodes:.0f} episodes in {window_s:.0f} s | "
         + (f"gpu {gpu:4.0%} | " if gpu is not None else "")
         + planned(now)
         + verdict(now, before, window_s)

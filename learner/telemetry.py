@@ -23,7 +23,8 @@ import numpy as np
 
 from common import status
 from common.levels import progress
-from common.metrics import Figure, LearnerMetrics, RateWindow
+from common.metrics import Figure, LearnerMetrics
+from common.rates import RateWindow
 from common.rundir import RunDir, append_lines
 from common.wire import EpisodeStats
 from learner.checkpoint import Totals

@@ -5,6 +5,9 @@ counting lines that are not JSON objects with a numeric `time` and `env_frames`.
 RUN/report/: one PNG per figure, each plotted against env frames (left) and wall-clock hours since
 the first row (right), and REPORT.md, which embeds them. Episode figures (`mean_max_x`,
 `mean_return`, `flag_rate`) are null until the first episode ends; those points are left out.
+Then the best policy the eval actor kept (RUN/eval/best-policy.pt: its version, score and the
+figures behind it; what `make eval` plays by default) and the last `make eval` (RUN/eval/
+summary.json: which file it played, then its figures per setting and policy, perturbed first).
 
 From RUN/episodes.jsonl (scripts/episode_windows.py), when there is one: the learning
 curve per 2-minute window (curve.png, with the runs of --compare beside), then, level by level,
@@ -29,6 +32,7 @@ matplotlib.use("Agg")  # files only: never look for a display
 import matplotlib.pyplot as plt
 import numpy as np
 
+from actor.best import read_best
 from common.rundir import RunDir
 from scripts import episode_windows, learning_curve
 
@@ -197,7 +201,8 @@ def _lives(s: dict[str, Any]) -> str:
 def render(
     run_dir: Path, s: dict[str, Any], malformed: int, evaluation: dict | None, video_link: str = ""
 ) -> str:
-    """REPORT.md: the summary table, the last evaluation if there is one, then the plots."""
+    """REPORT.md: the summary table, the best policy kept, the last evaluation if there is one,
+    then the plots."""
     pct = "{:.1%}"
     lines = [
         f"# Training report: `{run_dir}`",
@@ -223,6 +228,7 @@ def render(
         f"| log rows | {s['rows']} ({malformed} malformed lines skipped) |",
         "",
     ]
+    lines += _best_policy(run_dir)
     if evaluation is not None:
         lines += _last_evaluation(evaluation, video_link)
     for figure in FIGURES:
@@ -231,11 +237,15 @@ def render(
 
 
 def _last_evaluation(evaluation: dict[str, Any], video_link: str) -> list[str]:
-    """REPORT.md's lines for `make eval`'s summary.json: one table row per policy played;
-    `video_link` is its best.mp4 as seen from REPORT.md's folder."""
+    """REPORT.md's lines for `make eval`'s summary.json: which checkpoint it played, then one
+    table row per setting and policy, perturbed first (the headline); `video_link` is its
+    best.mp4 as seen from REPORT.md's folder."""
     o = evaluation.get("overall", {})
-    # summary.json from before per-policy summaries held one policy's figures in `overall`
+    # summary.json from before per-setting summaries held the first setting's in `policies`, and
+    # before per-policy summaries one policy's figures in `overall`
     policies = evaluation.get("policies") or {("greedy" if o.get("greedy") else "sampled"): o}
+    first = next(iter(o.get("settings") or {"": None}))
+    pooled = evaluation.get("pooled") or {first: policies}
     video = evaluation.get("video") or {}
     which = " ".join(str(video[k]) for k in ("policy", "episode") if video.get(k) is not None)
     best = f" ([best episode]({video_link}){': ' + which if which else ''})" if video else ""
@@ -243,16 +253,49 @@ def _last_evaluation(evaluation: dict[str, Any], video_link: str) -> list[str]:
         "## Last evaluation",
         "",
         f"Policy v{o.get('policy_version', '?')} on {o.get('level', '?')}{best}.",
-        "",
-        "| policy | episodes | mean max x | median max x | flag rate | mean return |",
-        "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, s in policies.items():
-        lines.append(
-            f"| {name} | {s.get('episodes', '?')} | {_num(s.get('mean_max_x'))} "
-            f"| {_num(s.get('median_max_x'))} | {_num(s.get('flag_rate'), '{:.1%}')} "
-            f"| {_num(s.get('mean_return'))} |"
-        )
+    if o.get("chosen"):
+        lines[-1] += f" `make eval` played `{o['checkpoint']}`, {o['chosen']}."
+    lines += [
+        "",
+        "| setting | policy | episodes | mean max x | median max x | flag rate | mean return |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for setting, by_policy in pooled.items():
+        for name, s in by_policy.items():
+            lines.append(
+                f"| {setting or '-'} | {name} | {s.get('episodes', '?')} "
+                f"| {_num(s.get('mean_max_x'))} | {_num(s.get('median_max_x'))} "
+                f"| {_num(s.get('flag_rate'), '{:.1%}')} | {_num(s.get('mean_return'))} |"
+            )
+    return [*lines, ""]
+
+
+def _best_policy(run_dir: Path) -> list[str]:
+    """REPORT.md's lines for the best policy the eval actor kept (actor/best.py), if any."""
+    path = RunDir(run_dir).best_policy
+    state = read_best(path)
+    if state is None:
+        return ["## Best policy kept", "", f"None yet (`{path}`): the eval actor keeps one once "
+                "every level's window of perturbed episodes is full.", ""]  # fmt: skip
+    b = state["best"]
+    saved = _utc(b["saved_at"]) if _is_number(b.get("saved_at")) else "?"
+    lines = [
+        "## Best policy kept",
+        "",
+        f"`{path}`: policy v{state.get('policy_version', '?')}, score {b['score']:.3f} (the mean "
+        f"over levels of the mean progress of the last {b.get('episodes_per_level', '?')} "
+        f"{b.get('policy', 'sampled')} episodes, perturbed: sticky actions "
+        f"{b.get('sticky_actions', '?')}, no-op starts 0..{b.get('noop_max', '?')}), saved {saved}. "
+        "`make eval` plays it when no checkpoint is named.",
+        "",
+        "| level | score | flag rate |",
+        "|---|---:|---:|",
+    ]
+    flags = b.get("flag_rates") or {}
+    for level, value in (b.get("levels") or {}).items():
+        score = f"{value:.1%}" if value <= 1 else f"x {value:,.0f}"
+        lines.append(f"| {level} | {score} | {_num(flags.get(level), '{:.1%}')} |")
     return [*lines, ""]
 
 

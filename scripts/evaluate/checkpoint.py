@@ -1,5 +1,6 @@
-"""The checkpoint `make eval` plays: found in a run directory or named, loaded into a network,
-and checked against the env it is to play, every problem saying what to change."""
+"""The checkpoint `make eval` plays: named, or found in a run directory (the best policy the eval
+actor kept, RUN/eval/best-policy.pt, else the latest checkpoint), loaded into a network, and
+checked against the env it is to play, every problem saying what to change."""
 
 from __future__ import annotations
 
@@ -21,26 +22,41 @@ class Checkpoint(NamedTuple):
     trained_action_set: str | None
     config: dict[str, Any]
     policy_version: int
-    env_frames: int
+    env_frames: int  # -1: not known (a best policy the eval actor kept)
+    best: dict[str, Any] | None = None  # a kept best's score and the figures behind it
 
 
-def resolve_checkpoint(run_dir: Path | None, checkpoint: Path | None) -> Path:
+class Chosen(NamedTuple):
+    path: Path
+    why: str  # how it was chosen, in a user's words
+
+
+def resolve_checkpoint(
+    run_dir: Path | None, checkpoint: Path | None, latest: bool = False
+) -> Chosen:
+    """The checkpoint named; else the run's kept best policy; else (or with `latest`) the run's
+    latest checkpoint."""
     from learner.checkpoint import latest_path
 
     if checkpoint is not None:
         if not checkpoint.is_file():
             raise EvalError(f"checkpoint {checkpoint} does not exist")
-        return checkpoint
+        return Chosen(checkpoint, "the checkpoint named")
     assert run_dir is not None
     if not run_dir.is_dir():
         raise EvalError(f"run dir {run_dir} does not exist; pass RUN=<run dir> or CKPT=<file>")
     run = RunDir(run_dir)
+    if not latest and run.best_policy.is_file():
+        return Chosen(run.best_policy, "the best policy the eval actor kept")
     path = latest_path(run)
     if path is None:
+        kept = "" if latest else f" and no best policy in {run.best_policy}"
         raise EvalError(
-            f"{run_dir} has no checkpoints in {run.checkpoints}; train first or pass CKPT="
+            f"{run_dir} has no checkpoints in {run.checkpoints}{kept}; train first or pass CKPT="
         )
-    return path
+    if latest:
+        return Chosen(path, "the latest checkpoint (--latest)")
+    return Chosen(path, f"the latest checkpoint: no best policy kept yet in {run.best_policy}")
 
 
 def load_checkpoint(path: Path) -> Checkpoint:
@@ -66,7 +82,8 @@ def load_checkpoint(path: Path) -> Checkpoint:
     config = state.get("config") if isinstance(state.get("config"), dict) else {}
     trained = config.get("action_set") or action_set_for(model.spec.num_actions)
     version, frames = int(state.get("policy_version", -1)), int(state.get("env_frames", -1))
-    return Checkpoint(path, model, trained, config, version, frames)
+    best = state.get("best") if isinstance(state.get("best"), dict) else None
+    return Checkpoint(path, model, trained, config, version, frames, best)
 
 
 def action_set_for(num_actions: int) -> str | None:

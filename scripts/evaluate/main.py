@@ -4,6 +4,10 @@ the best episode of each level as a video and a still.
     make eval RUN=runs/x [LEVELS=world:1 EPISODES=20 POLICY=both PERTURB=1 DEVICE=auto]
     make eval CKPT=runs/x/checkpoints/ckpt-0000001234.pt
 
+With a run directory and no checkpoint named, the best policy the eval actor kept is played
+(RUN/eval/best-policy.pt, actor/best.py), or the latest checkpoint when there is none yet (or
+with --latest); the output says which file, why, and its policy version.
+
 Both policies are played by default, EPISODES each on every level: `greedy` (argmax actions)
 first, then `sampled` (actions drawn from the policy, as the actors play, from a generator seeded
 by --seed and the level). Each (level, policy) is one row of the matrix (scripts/evaluate/matrix.py):
@@ -11,8 +15,10 @@ mean and median progress and max x, the flag, death and cutoff rates, and where 
 missed the flag ended; a set of several levels gets a mean row per policy.
 
 Perturbations: `--sticky-actions P` and `--noop-max N` play every episode with them; `--perturbed`
-plays the matrix twice, plain and perturbed (those two flags, or sticky 0.25 and 0..30 no-op
-starts after Machado et al. 2018 when they are not given), and sets the figures side by side.
+(`make eval`'s default) plays the matrix twice, perturbed first (the headline) and then plain,
+and sets the figures side by side. Perturbed is the eval actor's definition
+(`actor.evaluation.perturbed`: sticky actions 0.25 and no-op starts 0..30 after Machado et al.
+2018, or the run's own where larger), unless those two flags say otherwise.
 
 The policy sees exactly what it saw in training: its episodes step through the training actor's
 own path (actor/evaluation.py: the frame ring, the previous action, the core's state and its reset
@@ -52,7 +58,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from actor.evaluation import NES_FPS, POLICIES, model_policy
+from actor.evaluation import NES_FPS, PERTURBATION, POLICIES, model_policy, perturbed
 from common.env import FrameEnv
 from common.env_spec import EnvSpec
 from common.levels import progress
@@ -72,7 +78,12 @@ from scripts.evaluate.checkpoint import (
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="evaluate", description=__doc__.split("\n\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--run-dir", type=Path, help="run directory: its latest checkpoint is played")
+    src.add_argument(
+        "--run-dir",
+        type=Path,
+        help="run directory: the best policy the eval actor kept (eval/best-policy.pt) is played, "
+        "else its latest checkpoint",
+    )
     src.add_argument("--checkpoint", type=Path, help="a checkpoint file to play")
     p.add_argument(
         "--levels",
@@ -112,19 +123,24 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--sticky-actions",
         type=float,
         help="each NES frame repeats the previous frame's buttons with this p (default 0; with "
-        f"--perturbed, the perturbed setting's p, default {em.PERTURBED.sticky_actions})",
+        f"--perturbed, the perturbed setting's p, default {PERTURBATION.sticky_actions})",
     )
     p.add_argument(
         "--noop-max",
         type=int,
         help="episodes start after 0..N no-op agent steps (default 0; with --perturbed, the "
-        f"perturbed setting's N, default {em.PERTURBED.noop_max})",
+        f"perturbed setting's N, default {PERTURBATION.noop_max})",
     )
     p.add_argument(
         "--perturbed",
         action="store_true",
-        help="play every level plain and perturbed (sticky actions and no-op starts) and set the "
-        "figures side by side",
+        help="play every level perturbed (sticky actions and no-op starts: the headline), then "
+        "plain, and set the figures side by side",
+    )
+    p.add_argument(
+        "--latest",
+        action="store_true",
+        help="with --run-dir: play its latest checkpoint, not the best policy the eval actor kept",
     )
     p.add_argument("--scale", type=int, default=1, help="integer video upscaling (nearest)")
     p.add_argument("--no-video", action="store_true", help="skip the videos and stills")
@@ -154,19 +170,28 @@ def _default_out(ckpt: Path, run_dir: Path | None) -> Path:
     if run_dir is not None:
         return RunDir(run_dir).eval
     parent = ckpt.resolve().parent
-    run = RunDir(parent.parent)  # the checkpoint's run, if it is in one's checkpoints/
-    return run.eval if run.checkpoints == parent else RunDir(parent).eval
+    run = RunDir(parent.parent)  # the checkpoint's run, if it is in one's checkpoints/ or eval/
+    return run.eval if parent in (run.checkpoints, run.eval) else RunDir(parent).eval
 
 
-def settings_of(args: argparse.Namespace) -> list[em.Setting]:
-    """The settings to play: the flags' own, or plain and perturbed with --perturbed."""
+def settings_of(args: argparse.Namespace, trained: dict[str, Any]) -> list[em.Setting]:
+    """The settings to play: the flags' own, or with --perturbed perturbed (the headline: the
+    flags', else `actor.evaluation.perturbed` of the run's own, `trained`) and then plain."""
     sticky, noop = args.sticky_actions, args.noop_max
     if args.perturbed:
-        perturbed = em.PERTURBED._replace(
-            sticky_actions=em.PERTURBED.sticky_actions if sticky is None else sticky,
-            noop_max=em.PERTURBED.noop_max if noop is None else noop,
+        run = EnvSpec(
+            sticky_actions=float(trained.get("sticky_actions") or 0.0),
+            noop_max=int(trained.get("noop_max") or 0),
         )
-        return [em.Setting("plain", 0.0, 0), perturbed]
+        headline = perturbed(run)
+        return [
+            em.Setting(
+                "perturbed",
+                headline.sticky_actions if sticky is None else sticky,
+                headline.noop_max if noop is None else noop,
+            ),
+            em.Setting("plain", 0.0, 0),
+        ]
     sticky, noop = sticky or 0.0, noop or 0
     return [em.Setting("plain" if sticky == noop == 0 else "perturbed", sticky, noop)]
 
@@ -175,7 +200,15 @@ def _setup(
     args: argparse.Namespace, checked: bool = False
 ) -> tuple[Checkpoint, EnvSpec, torch.device]:
     """The checkpoint, the env it will play and the device; EvalError for any mismatch."""
-    ckpt = load_checkpoint(resolve_checkpoint(args.run_dir, args.checkpoint))
+    chosen = resolve_checkpoint(args.run_dir, args.checkpoint, args.latest)
+    ckpt = load_checkpoint(chosen.path)
+    if checked and ckpt.policy_version != args.policy_version:
+        raise EvalError(  # the eval actor kept a new best meanwhile: the same file, new weights
+            f"{chosen.path} changed while it was played (v{args.policy_version}, now "
+            f"v{ckpt.policy_version}); run again"
+        )
+    # said with the results; each --jobs worker plays the same file, and checks it is unchanged
+    args.chosen, args.policy_version, args.checkpoint = chosen.why, ckpt.policy_version, chosen.path
 
     def trained(name: str) -> object:  # the flag, else the run's setting, else the default
         given = getattr(args, name)
@@ -189,7 +222,7 @@ def _setup(
         no_progress_steps=trained("no_progress_steps"),
     )
     problems = spec.problems()
-    for s in settings_of(args):  # the perturbations' ranges, in the flags' own words
+    for s in settings_of(args, ckpt.config):  # the perturbations' ranges, in the flags' own words
         bad = EnvSpec(sticky_actions=s.sticky_actions, noop_max=s.noop_max).problems()
         problems += [p.replace("sticky_actions", "--sticky-actions") for p in bad]
     if problems:
@@ -231,7 +264,7 @@ def plan_of(args: argparse.Namespace, checked: bool = False) -> Plan:
     names = POLICIES if args.policy == "both" else (args.policy,)
     out = args.out or _default_out(ckpt.path, args.run_dir)
     fps = Fraction(NES_FPS, spec.frame_skip)
-    return Plan(args, ckpt, spec, device, settings_of(args), names, out, fps)
+    return Plan(args, ckpt, spec, device, settings_of(args, ckpt.config), names, out, fps)
 
 
 def play_unit(plan: Plan, setting_index: int, level: str) -> tuple[em.LevelResult, dict | None]:
@@ -297,8 +330,8 @@ def play_all(
 
 def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """Play the matrix, write each level's video and still, best.mp4 (the best of the first
-    setting, for `make report`), summary.json and summary.md; returns the summary and the
-    Markdown."""
+    setting, the headline, for `make report`), summary.json and summary.md; returns the summary
+    and the Markdown."""
     plan = plan_of(args)
     ckpt, spec, settings, names, out = plan.ckpt, plan.spec, plan.settings, plan.names, plan.out
     out.mkdir(parents=True, exist_ok=True)
@@ -312,20 +345,26 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
                 video = best | {"path": str(out / "best.mp4")}
         results.append(r)
     matrix = em.tabulate(results)
-    first = [r for r in results if r.setting == settings[0]]
     overall = {"policies": list(names), "episodes_per_policy": args.episodes}
     overall |= {"policy_version": ckpt.policy_version, "env_frames": ckpt.env_frames}
     overall |= {"level": spec.level, "levels": list(spec.levels), "checkpoint": str(ckpt.path)}
+    overall |= {"chosen": args.chosen, "best": ckpt.best}
     overall |= {"seed": args.seed, "device": str(plan.device), "out": str(out)}
     overall["settings"] = {s.name: s._asdict() for s in settings}
     overall["jobs"] = min(args.jobs, len(units))
-    pooled = {  # over the first setting's levels: what `make report` shows
-        name: em.summarise([e for r in first for e in r.played.episodes[name]])._asdict()
-        for name in names
+    pooled = {  # each setting's episodes over its levels, the headline first: `make report`'s
+        s.name: {
+            name: em.summarise(
+                [e for r in results if r.setting == s for e in r.played.episodes[name]]
+            )._asdict()
+            for name in names
+        }
+        for s in settings
     }
     result = {
         "overall": overall,
-        "policies": pooled,
+        "policies": pooled[settings[0].name],  # the headline, as before settings were pooled
+        "pooled": pooled,
         "matrix": tables.matrix_json(matrix),
         "best": bests,
         "video": video,
@@ -334,7 +373,8 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         "episodes": tables.episodes_json(matrix),
     }
     notes = {s.name: _describe(s) for s in settings if s.sticky_actions or s.noop_max}
-    table = f"## Policy v{ckpt.policy_version} on {spec.level}\n\n" + tables.markdown(matrix, notes)
+    head = f"## Policy v{ckpt.policy_version} on {spec.level}\n\n{describe_checkpoint(overall)}\n\n"
+    table = head + tables.markdown(matrix, notes)
     if bests:
         table += "\n### Best episodes\n\n" + tables.best_table(bests) + "\n"
     tables.write_summary(out, result, table)
@@ -349,6 +389,17 @@ def _better(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a["max_x"] > b["max_x"]
 
 
+def describe_checkpoint(overall: dict[str, Any]) -> str:
+    """Which file was played, why, and its policy version (and a kept best's score)."""
+    o = overall
+    line = f"Played `{o['checkpoint']}`, {o['chosen']}: policy v{o['policy_version']}"
+    if o["env_frames"] >= 0:
+        line += f", {o['env_frames']:,} env frames"
+    if (best := o.get("best")) is not None:
+        line += f", its score {best['score']:.3f} ({best.get('policy', 'sampled')} perturbed)"
+    return line + "."
+
+
 def _describe(s: em.Setting) -> str:
     return f"sticky actions {s.sticky_actions:g}, no-op starts 0..{s.noop_max}"
 
@@ -361,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     o = result["overall"]
-    print(f"checkpoint {o['checkpoint']} (policy v{o['policy_version']}), levels {o['level']}\n")
+    print(f"{describe_checkpoint(o)} Levels {o['level']}.\n")
     print(table)
     for b in result["best"]:
         print(f"best {b['setting']} episode on {b['level']}: {b['policy']} {b['episode']}: {b['path']} "

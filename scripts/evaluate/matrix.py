@@ -11,9 +11,10 @@ pairs with their counts. A set of more than one level also gets a mean row per p
 counting alike (progress over the levels of known length only).
 
 Settings: `plain` plays the env as given; `perturbed` adds sticky actions and no-op starts
-(`PERTURBED`: p = 0.25 and 0..30 no-op steps, after Machado et al. 2018, "Revisiting the Arcade
-Learning Environment"). NES Mario is deterministic, so a policy that memorised a button sequence
-plays the plain setting well and drops in the perturbed one; one that reads the screen does not.
+(`PERTURBED`: the eval actor's `actor.evaluation.PERTURBATION`, p = 0.25 and 0..30 no-op steps,
+after Machado et al. 2018, "Revisiting the Arcade Learning Environment"). NES Mario is
+deterministic, so a policy that memorised a button sequence plays the plain setting well and
+drops in the perturbed one; one that reads the screen does not.
 
 Reproducibility: each (setting, level) is played on its own env, seeded by the seed, the level and
 the setting, so a level's figures do not depend on which other levels the set holds.
@@ -33,7 +34,7 @@ from typing import NamedTuple
 import cv2
 import numpy as np
 
-from actor.evaluation import EpisodePlayer, Policy, upscale, write_video
+from actor.evaluation import PERTURBATION, EpisodePlayer, Policy, upscale, write_video
 from common.env import EpisodeSummary, FrameEnv
 from common.env_spec import EnvSpec
 from common.levels import progress
@@ -49,7 +50,7 @@ class Setting(NamedTuple):
     noop_max: int  # episodes start after 0..noop_max no-op agent steps
 
 
-PERTURBED = Setting("perturbed", 0.25, 30)  # Machado et al. 2018
+PERTURBED = Setting("perturbed", *PERTURBATION)  # the eval actor's, one definition
 
 
 def setting_of(spec: EnvSpec, name: str = "plain") -> Setting:

@@ -25,8 +25,8 @@ def _ends(ends: Sequence[EndPoint]) -> str:
 
 
 def markdown(matrix: Matrix, setting_notes: dict[str, str] | None = None) -> str:
-    """One table per (setting, policy): a row per level, then the mean row; with two settings a
-    side-by-side table of progress and flag rate follows."""
+    """One table per (setting, policy), in play order (the headline first): a row per level, then
+    the mean row; with two settings a side-by-side table of progress and flag rate follows."""
     notes = setting_notes or {}
     out = []
     head = (
@@ -59,21 +59,25 @@ def markdown(matrix: Matrix, setting_notes: dict[str, str] | None = None) -> str
     return "\n\n".join([*out, " ".join(foot)]) + "\n"
 
 
-def _side_by_side(matrix: Matrix, plain: str, perturbed: str) -> str:
+def _side_by_side(matrix: Matrix, first: str, second: str) -> str:
+    """Each level's progress and flag rate in both settings, in play order (the headline
+    first), and the change from `plain` to the other setting."""
+    base, other = (first, second) if first == "plain" else (second, first)
     lines = [
-        f"### {plain} vs {perturbed}",
+        f"### {first} vs {second}",
         "",
-        f"| level | policy | progress {plain} | progress {perturbed} | change "
-        f"| flag {plain} | flag {perturbed} |",
+        f"| level | policy | progress {first} | progress {second} | change "
+        f"| flag {first} | flag {second} |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     levels = [*matrix.levels, *(["mean"] if matrix.means else [])]
     for level in levels:
         for p in matrix.policies:
-            a, b = matrix.row(plain, level, p), matrix.row(perturbed, level, p)
+            a, b = matrix.row(first, level, p), matrix.row(second, level, p)
+            frm, to = matrix.row(base, level, p), matrix.row(other, level, p)
             change = "-"
-            if a.mean_progress is not None and b.mean_progress is not None:
-                change = f"{100 * (b.mean_progress - a.mean_progress):+.1f} pp"
+            if frm.mean_progress is not None and to.mean_progress is not None:
+                change = f"{100 * (to.mean_progress - frm.mean_progress):+.1f} pp"
             name = "**mean**" if level == "mean" else level
             lines.append(
                 f"| {name} | {p} | {_pct(a.mean_progress)} | {_pct(b.mean_progress)} | {change} "

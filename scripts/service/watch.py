@@ -1,10 +1,10 @@
 """`make train` and `make actors` in the foreground: supervisord runs the processes, this watches.
 
 Every 2 s a status line, read from the learner's /metrics (and each actor's credit wait from
-its own, for the bottleneck verdict), so it shows what Prometheus and Grafana show; under
-`make actors`, the actors' own figures. A page is read only if it is this run's: its
-`mario_process_info` names the pid supervisord started the program with (another run holding
-the port is said once, its figures left out). A process
+its own, for the bottleneck verdict, and the eval actor's score), so it shows what Prometheus
+and Grafana show; under `make actors`, the actors' own figures. A page is read only if it is this
+run's: its `mario_process_info` names the pid supervisord started the program with (another run
+holding the port is said once, its figures left out). A process
 that exits is reported on its own line with supervisord's reason and the process's last log
 lines; supervisord restarts whatever crashed, and the status line counts the learner's
 restarts. A process that refuses its configuration (exit status 2) is not restarted; when the
@@ -20,7 +20,7 @@ import sys
 import time
 import xmlrpc.client
 
-from common.status import Owner, StatusWindow, actor_samples, read_page
+from common.status import Owner, StatusWindow, actor_samples, eval_samples, read_page
 from scripts.service.host import Host
 from scripts.service.supervisor import Supervisor
 
@@ -208,6 +208,8 @@ class Watcher:
         if base := self.host.actor_metrics_base:  # those that answer, for the credit wait
             for i in self.host.actor_ids:
                 now |= actor_samples(self.own_samples(f"actor-{i}", base + i, 0.5), i)
+            if self.host.eval:  # its perturbed score against the best policy kept
+                now |= eval_samples(self.own_samples("eval", self.host.eval_metrics_port, 0.5))
         line = self.window.line(now)
         if restarts := self.restarts.get("learner"):
             ago = time.monotonic() - self.last_restart["learner"]

@@ -16,11 +16,11 @@ from common.metrics import (
     ActorMetrics,
     EvalMetrics,
     LearnerMetrics,
-    RateWindow,
     RelayMetrics,
     add_process_metrics,
     serve,
 )
+from common.rates import RateWindow
 
 LEARNER = {
     "mario_learner_updates_total": "counter",
@@ -89,6 +89,10 @@ EVAL = {
     "mario_eval_policy_version": "gauge",
     "mario_eval_best_max_x": "gauge",
     "mario_eval_progress": "gauge",
+    "mario_eval_score": "gauge",
+    "mario_eval_best_score": "gauge",
+    "mario_eval_best_policy_version": "gauge",
+    "mario_eval_bests_total": "counter",
 }
 RELAY = {
     "mario_relay_weights_total": "counter",

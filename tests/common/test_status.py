@@ -13,7 +13,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from common import status
 from common.levels import level_lengths, progress
-from common.metrics import ActorMetrics, LearnerMetrics
+from common.metrics import ActorMetrics, EvalMetrics, LearnerMetrics
 from scripts.checkout import ROOT
 
 DASHBOARD = ROOT / "deploy/grafana/dashboards/mario-impala.json"
@@ -247,3 +247,41 @@ def test_a_planned_run_shows_its_frames_against_its_length():
     line = status.status_line(sample(m), {}, 10.0)
     assert " | frames 1.23M of 2.00M | " in line
     assert fields(line)["episodes"] == "0"  # the fields before it stay where they were
+
+
+def eval_line(score: float | None, best: float | None, version: int = 12) -> str:
+    """The status line with the eval actor's samples merged in, from its real registry."""
+    e = EvalMetrics(levels=["1-1"])
+    if score is not None:
+        e.score.set(score)
+    if best is not None:
+        e.best_score.set(best)
+        e.best_policy_version.set(version)
+    now = sample(LearnerMetrics()) | status.eval_samples(status.flatten(e.registry.collect()))
+    return status.status_line(now, {}, 10.0)
+
+
+@pytest.mark.parametrize(
+    ("score", "best", "shown"),
+    [
+        (None, None, "| eval - |"),  # no figure yet: NaN, not a collapse
+        (None, 0.88, "| eval - best 88% v12 |"),  # a restarted eval actor, its window filling
+        (0.5, None, "| eval 50% |"),
+        (0.7, 0.88, "| eval 70% best 88% v12 |"),
+        (0.62, 0.88, "| eval below best: 62% vs 88% v12 |"),  # under 3/4 of the best
+        (0.88, 0.88, "| eval 88% best 88% v12 |"),
+        (6.0, 7.5, "| eval x 6 best x 8 v12 |"),  # a level of unknown length: max x
+    ],
+)
+def test_the_line_shows_the_eval_score_and_says_when_it_is_well_below_the_best(score, best, shown):
+    assert shown in eval_line(score, best)
+
+
+def test_below_best_is_a_quarter_under_the_best():
+    assert status.BELOW_BEST == 0.75
+    assert "below best" in eval_line(0.6599, 0.88) and "below best" not in eval_line(0.6601, 0.88)
+
+
+def test_without_the_eval_actors_samples_the_line_has_no_eval_field():
+    assert "eval" not in status.status_line(sample(LearnerMetrics()), {}, 10.0)
+    assert status.eval_samples({"mario_eval_max_x{level=1-1,policy=greedy}": 1.0}) == {}

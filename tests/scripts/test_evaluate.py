@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from actor import evaluation
+from actor.best import BestKeeper, Score
 from common.env import EpisodeSummary, FrameEnv
 from common.env_spec import EnvSpec
 from common.model import ActorCritic, ModelSpec
@@ -207,9 +208,46 @@ def test_refuses_an_action_set_the_checkpoint_was_not_trained_on(tmp_path, capsy
 # ---- `make eval` on Super Mario Bros --------------------------------------------------------------
 
 
+def keep_best(run_dir: Path, policy_version: int = 7, score: float = 0.6) -> Path:
+    """The eval actor's best policy in the run dir: another network than make_run's."""
+    torch.manual_seed(policy_version)
+    model = ActorCritic(ModelSpec(num_actions=7))
+    s = Score(score, {"1-1": score}, {"1-1": 0.0}, 10)
+    judged_by = {"policy": "sampled", "sticky_actions": 0.25, "noop_max": 30}
+    env = EnvSpec(level="1-1", no_progress_steps=40)
+    assert BestKeeper(RunDir(run_dir).best_policy).keep(s, model, env, policy_version, judged_by)
+    return RunDir(run_dir).best_policy
+
+
+def test_a_run_dir_plays_the_kept_best_policy_else_the_latest_checkpoint(tmp_path, capsys):
+    """No checkpoint named: the best policy the eval actor kept, not the newer latest
+    checkpoint; --latest the latest; and the latest, saying so, while no best is kept."""
+    run = tmp_path / "run"
+    latest = make_run(run)  # v42
+    argv = ["--run-dir", str(run), "--level", CORRIDOR, "--episodes", "1", "--no-video"]
+
+    def played(*flags: str) -> dict:
+        assert evaluate.main([*argv, *flags]) == 0
+        return json.loads((RunDir(run).eval / "summary.json").read_text())["overall"]
+
+    o = played()
+    assert (o["checkpoint"], o["policy_version"]) == (str(latest), 42)
+    assert "no best policy kept yet" in o["chosen"] and o["best"] is None
+    assert f"the latest checkpoint: no best policy kept yet in {RunDir(run).best_policy}" in (
+        capsys.readouterr().out
+    )
+    best = keep_best(run)
+    o = played()
+    assert (o["checkpoint"], o["policy_version"], o["best"]["score"]) == (str(best), 7, 0.6)
+    out = capsys.readouterr().out
+    assert f"Played `{best}`, the best policy the eval actor kept: policy v7, its score" in out
+    assert played("--latest")["checkpoint"] == str(latest)
+
+
 @pytest.mark.slow
-def test_make_eval_on_mario_writes_the_best_episode_in_colour(tmp_path):
-    ckpt = make_run(tmp_path / "run")
+def test_make_eval_on_mario_plays_the_kept_best_perturbed_first_and_in_colour(tmp_path):
+    make_run(tmp_path / "run")
+    ckpt = keep_best(tmp_path / "run")
     cmd = [
         "make",
         "--no-print-directory",
@@ -227,24 +265,29 @@ def test_make_eval_on_mario_writes_the_best_episode_in_colour(tmp_path):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((tmp_path / "run/eval/summary.json").read_text())
     o, eps = summary["overall"], summary["episodes"]
-    assert o["policies"] == ["greedy", "sampled"] and len(eps) == 4 and o["level"] == "1-1"
-    assert o["checkpoint"] == str(ckpt)
-    for policy, s in summary["policies"].items():
-        rows = [e for e in eps if e["policy"] == policy]
-        assert s["episodes"] == len(rows) == 2
-        assert s["flag_rate"] == np.mean([e["flag"] for e in rows])
+    assert o["policies"] == ["greedy", "sampled"] and len(eps) == 8 and o["level"] == "1-1"
+    assert (o["checkpoint"], o["policy_version"]) == (str(ckpt), 7)  # the kept best, not v42
+    assert summary["matrix"]["settings"] == ["perturbed", "plain"]  # the headline first
+    assert list(summary["pooled"]) == ["perturbed", "plain"]
+    assert summary["policies"] == summary["pooled"]["perturbed"]
+    for setting, by_policy in summary["pooled"].items():
+        for policy, s in by_policy.items():
+            rows = [e for e in eps if (e["setting"], e["policy"]) == (setting, policy)]
+            assert s["episodes"] == len(rows) == 2
+            assert s["flag_rate"] == np.mean([e["flag"] for e in rows])
     assert all(e["length"] > 0 and e["max_x"] > 0 for e in eps)
     v = summary["video"]
-    best = next(e for e in eps if (e["policy"], e["index"]) == (v["policy"], v["episode"]))
-    assert best["max_x"] == max(e["max_x"] for e in eps)
+    perturbed = [e for e in eps if e["setting"] == "perturbed"]
+    best = next(e for e in perturbed if (e["policy"], e["index"]) == (v["policy"], v["episode"]))
+    assert best["max_x"] == max(e["max_x"] for e in perturbed)
     video = read_video(tmp_path / "run/eval/best.mp4")
     assert len(video.frames) == summary["video"]["frames"] == best["length"] + 1
     assert video.frames[0].shape == (480, 512, 3)  # 240x256 NES screen, scale 2
     assert (video.codec, video.pix_fmt, video.fps) == ("h264", "yuv420p", 15.0)
     sky = video.frames[0][100, 20].astype(int)  # the 1-1 sky is blue, not gray
     assert sky[2] > sky[0] + 40
-    assert "### greedy" in proc.stdout and "### sampled" in proc.stdout
-    assert "\n| 1-1 | 2 | " in proc.stdout
+    assert proc.stdout.index("### greedy, perturbed") < proc.stdout.index("### greedy, plain")
+    assert "\n| 1-1 | 2 | " in proc.stdout and "the best policy the eval actor kept" in proc.stdout
 
 
 def test_refuses_fewer_than_one_job(tmp_path, capsys):

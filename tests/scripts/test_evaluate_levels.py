@@ -81,7 +81,7 @@ def test_the_matrix_over_two_levels_agrees_with_its_episodes(tmp_path):
 def test_perturbed_runs_differ_from_plain_ones_for_a_deterministic_greedy_policy(tmp_path):
     summary, md = run_eval(tmp_path, "--episodes", "3", "--policy", "greedy", "--perturbed")
     m, eps = summary["matrix"], summary["episodes"]
-    assert m["settings"] == ["plain", "perturbed"]
+    assert m["settings"] == ["perturbed", "plain"]  # the headline first
     assert summary["overall"]["settings"]["perturbed"] == {
         "name": "perturbed", "sticky_actions": 0.25, "noop_max": 30
     }  # fmt: skip
@@ -98,7 +98,8 @@ def test_perturbed_runs_differ_from_plain_ones_for_a_deterministic_greedy_policy
         assert len(set(plain)) == 1  # argmax on a deterministic emulator: one episode, 3 times
         assert set(perturbed) != set(plain) and len(perturbed) == 3
     assert "### greedy, perturbed (sticky actions 0.25, no-op starts 0..30)" in md
-    assert "| level | policy | progress plain | progress perturbed | change |" in md
+    assert "| level | policy | progress perturbed | progress plain | change |" in md
+    assert md.index("### greedy, perturbed") < md.index("### greedy, plain")
     out = tmp_path / "run" / "eval"
     assert (out / "level-1-2-perturbed.png").is_file() and (out / "level-1-2.mp4").is_file()
 

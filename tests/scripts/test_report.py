@@ -113,8 +113,8 @@ def test_report_shows_each_policy_of_the_last_evaluation(tmp_path):
     assert report.main(["--run-dir", str(run)]) == 0
     md = (run / "report/REPORT.md").read_text()
     assert "Policy v7 on 1-2 ([best episode](../eval/best.mp4): sampled 3)" in md
-    assert "| greedy | 5 | 1,234.5 | 1,100.0 | 0.0% | 900.0 |" in md
-    assert "| sampled | 5 | 1,234.5 | 3,161.0 | 40.0% | 900.0 |" in md
+    assert "| - | greedy | 5 | 1,234.5 | 1,100.0 | 0.0% | 900.0 |" in md
+    assert "| - | sampled | 5 | 1,234.5 | 3,161.0 | 40.0% | 900.0 |" in md
     # a report written elsewhere links the same video from there
     assert report.main(["--run-dir", str(run), "--out", str(tmp_path / "a/b")]) == 0
     md = (tmp_path / "a/b/REPORT.md").read_text()
@@ -131,7 +131,36 @@ def test_report_reads_a_summary_from_before_per_policy_figures(tmp_path):
     (RunDir(run).eval / "summary.json").write_text(json.dumps(evaluation))
     assert report.main(["--run-dir", str(run)]) == 0
     md = (run / "report/REPORT.md").read_text()
-    assert "Policy v7 on 1-2." in md and "| greedy | 5 | 1,234.5 | – | 40.0% | 900.0 |" in md
+    assert "Policy v7 on 1-2." in md and "| - | greedy | 5 | 1,234.5 | – | 40.0% | 900.0 |" in md
+
+
+def test_report_shows_the_best_policy_kept_and_the_perturbed_figures_first(tmp_path):
+    from tests.scripts.test_evaluate import keep_best
+
+    run = tmp_path / "run"
+    write_log(run, rows=3)
+    assert report.main(["--run-dir", str(run)]) == 0
+    md = (run / "report/REPORT.md").read_text()
+    assert f"## Best policy kept\n\nNone yet (`{RunDir(run).best_policy}`)" in md
+    best = keep_best(run, policy_version=9, score=0.875)
+    figures = {"episodes": 5, "mean_max_x": 1000.0, "median_max_x": 900.0, "mean_return": 1.0}
+    evaluation = {
+        "overall": {"policy_version": 9, "level": "1-1", "checkpoint": str(best)},
+        "pooled": {
+            "perturbed": {"sampled": figures | {"flag_rate": 0.2}},
+            "plain": {"sampled": figures | {"flag_rate": 0.6}},
+        },
+    }
+    evaluation["overall"] |= {"chosen": "the best policy the eval actor kept"}
+    (RunDir(run).eval / "summary.json").write_text(json.dumps(evaluation))
+    assert report.main(["--run-dir", str(run)]) == 0
+    md = (run / "report/REPORT.md").read_text()
+    assert f"`{best}`: policy v9, score 0.875 (the mean over levels" in md
+    assert "| 1-1 | 87.5% | 0.0% |" in md
+    assert f"`make eval` played `{best}`, the best policy the eval actor kept." in md
+    perturbed = "| perturbed | sampled | 5 | 1,000.0 | 900.0 | 20.0% | 1.0 |"
+    plain = "| plain | sampled | 5 | 1,000.0 | 900.0 | 60.0% | 1.0 |"
+    assert md.index(perturbed) < md.index(plain)
 
 
 def test_refuses_a_missing_or_empty_log(tmp_path, capsys):

@@ -158,3 +158,36 @@ def test_the_status_line_leaves_out_another_runs_learner_on_its_metrics_port(tmp
         assert "updates       0 | policy v0 | actors 0" in (w.learner_line() or "")
     finally:
         other.stop()
+
+
+def test_the_status_line_shows_the_eval_actors_score_against_the_best_kept(tmp_path):
+    """make train's line: the learner's /metrics, with the eval actor's score and best merged in
+    from its own, as they are served."""
+    from common.metrics import EvalMetrics, LearnerMetrics
+
+    learner, evaluator = LearnerMetrics(), EvalMetrics(levels=["1-1"])
+    add_process_metrics(learner.registry, "learner", run_id="default")
+    add_process_metrics(evaluator.registry, "eval", run_id="default")
+    evaluator.score.set(0.41)
+    evaluator.best_score.set(0.88)
+    evaluator.best_policy_version.set(12)
+    servers = [serve(m.registry, "127.0.0.1", 0) for m in (learner, evaluator)]
+    mine = {name: info("RUNNING", os.getpid(), 0, name=name) for name in ("learner", "eval")}
+    try:
+        host = Host(
+            run=str(tmp_path / "run"), learner_metrics_port=servers[0].port, n=1,
+            actor_metrics_base=servers[1].port - 1, eval=True,  # its port follows actor 0's
+        ).resolved()  # fmt: skip
+        w = watch.Watcher(host, Supervisor(host))
+        w.observe(mine)
+        line = w.learner_line()
+        assert line is not None and "| eval below best: 41% vs 88% v12 |" in line
+        evaluator.score.set(0.8)
+        assert "| eval 80% best 88% v12 |" in w.learner_line()
+        off = Host(run=host.run, learner_metrics_port=servers[0].port, eval=False).resolved()
+        w_off = watch.Watcher(off, Supervisor(off))
+        w_off.observe(mine)
+        assert "eval" not in w_off.learner_line()
+    finally:
+        for server in servers:
+            server.close()
