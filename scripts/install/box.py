@@ -92,7 +92,7 @@ def link_box(venv: Path, site: Path, names: list[str]) -> int:
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(source)
                 n += 1
-    (site / BOX_PTH).write_text(f"{box}\n")
+    (site / BOX_PTH).write_text(f"{box.resolve()}\n")  # a relative line would be read from site
     return n
 
 
