@@ -99,9 +99,8 @@ def wheelhouse(out: Path, torch_mode: str, extras: str, have: Path | None, skip:
     # come along; those the box meets are dropped below, once their versions are known)
     first = lacks.select(roots, {}, box, env)
     fetch = [r for r in roots if lacks.parse(r).name in first.keep]
-    build = (
-        pyproject().get("build-system", {}).get("requires", [])
-    )  # pip's offline build of the checkout
+    # the project's build backend: pip's isolated build of the checkout needs it on the box
+    build = pyproject().get("build-system", {}).get("requires", [])
     check_compiler()
     with tempfile.TemporaryDirectory() as tmp:
         every = Path(tmp) / "wheels"
