@@ -111,6 +111,15 @@ STAMP := $(VENV)/.installed
 TORCH ?= auto
 WHEELS ?=
 OUT ?=
+# EXTRAS=a,b: the optional extras to install or put in a wheelhouse instead of dev (the tests'
+# and lint's); EXTRAS= (empty): none, the runtime only. make install WHEELS= takes the wheelhouse's.
+EXTRAS ?=
+# make wheelhouse for a box that has some packages already: HAVE=file (its `python -m pip list`
+# output) and/or SKIP=torch,numpy==2.1.3; what it has in a version the project accepts is left out
+# (docs/howto/offline-box.md)
+HAVE ?=
+SKIP ?=
+EXTRAS_ARG = $(if $(filter file default undefined,$(origin EXTRAS)),,--extras '$(EXTRAS)')
 NO_PYTHON = { echo "error: $(if $(PYTHON),PYTHON=$(PYTHON) not found,no python3.13 or python3.12 found) (PATH, pyenv, uv); install one (pyenv install 3.13) or pass PYTHON=/path/to/python" >&2; exit 1; }
 
 .PHONY: install install-tensorboard wheelhouse test test-all test-fast lint bench
@@ -123,15 +132,16 @@ install-tensorboard: install
 
 $(STAMP): pyproject.toml
 	@test -n "$(BASE_PYTHON)" || $(NO_PYTHON)
-	$(BASE_PYTHON) -m scripts.install venv --venv $(VENV) --torch $(TORCH) $(if $(WHEELS),--wheels $(WHEELS))
+	$(BASE_PYTHON) -m scripts.install venv --venv $(VENV) --torch $(TORCH) $(if $(WHEELS),--wheels $(WHEELS)) $(EXTRAS_ARG)
 	touch $(STAMP)
 
 # every wheel the project needs for PYTHON in OUT (and OUT.tar), for a box with no package index;
-# torch is left out when PYTHON has its own (TORCH=box / venv decide instead)
+# torch is left out when PYTHON has its own (TORCH=box / venv decide instead), and what the box
+# has when HAVE or SKIP says so
 wheelhouse:
 	@test -n "$(BASE_PYTHON)" || $(NO_PYTHON)
 	@test -n "$(OUT)" || { echo "error: make wheelhouse needs OUT=dir (OUT.tar is written beside it)" >&2; exit 1; }
-	$(BASE_PYTHON) -m scripts.install wheelhouse --out $(OUT) --torch $(TORCH)
+	$(BASE_PYTHON) -m scripts.install wheelhouse --out $(OUT) --torch $(TORCH) $(EXTRAS_ARG) $(if $(HAVE),--have $(HAVE)) $(if $(SKIP),--skip '$(SKIP)')
 
 # TEST_WORKERS=N runs the suite in N pytest-xdist workers (0, the default: in this process; on 2
 # cores two workers save about a tenth, docs/PERFORMANCE.md); the tests marked `alone` run after

@@ -3,63 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
-import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import tempfile
-import time
-import tomllib
 from pathlib import Path
 
 from scripts.checkout import ROOT
-from scripts.install.box import (
-    BOX_DIR,
-    describe,
-    is_box,
-    link_box_torch,
-    probe_torch,
-    unlink_box_torch,
+from scripts.install import lacks
+from scripts.install.box import BOX_DIR, describe, is_box, link_box, probe_torch, unlink_box
+from scripts.install.rules import RELAXED, InstallError, minimum_torch, torch_plan, wheel_matches
+from scripts.install.steps import (
+    MANIFEST,
+    build_relaxed,
+    check_compiler,
+    check_python,
+    project,
+    requirements,
+    run,
+    venv_python,
 )
-from scripts.install.rules import (
-    NEEDS_COMPILER,
-    RELAXED,
-    SUPPORTED,
-    InstallError,
-    minimum_torch,
-    relax_requires_python,
-    requirement_name,
-    torch_plan,
-    wheel_matches,
-)
-
-
-def pyproject() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())
-
-
-def project() -> dict:
-    return pyproject()["project"]
-
-
-def check_python() -> tuple[int, int]:
-    v = sys.version_info[:2]
-    if v not in SUPPORTED:
-        raise InstallError(
-            f"{sys.executable} is Python {v[0]}.{v[1]}; the project runs on 3.12 and 3.13: "
-            "pass PYTHON=/path/to/python3.13 (or python3.12)"
-        )
-    return v
-
-
-def run(argv: list[str | Path], what: str, **kwargs) -> None:
-    print(f"+ {' '.join(map(str, argv))}", flush=True)
-    r = subprocess.run([str(a) for a in argv], check=False, **kwargs)
-    if r.returncode != 0:
-        raise InstallError(f"{what} failed (exit {r.returncode}); its output is above")
+from scripts.install.wheelhouse import wheelhouse
 
 
 def pip_sources(wheels: Path | None, find_links: list[Path]) -> list[str]:
@@ -70,51 +36,12 @@ def pip_sources(wheels: Path | None, find_links: list[Path]) -> list[str]:
     return args
 
 
-def check_compiler() -> None:
-    cxx = os.environ.get("CXX") or sysconfig.get_config_var("CXX") or "c++"
-    exe = cxx.split()[0]
-    if not shutil.which(exe):
-        raise InstallError(
-            f"no C++ compiler ({exe} not found): on Python 3.12 nes-py is built from its source. "
-            "Install one (Debian/Ubuntu: apt-get install g++) or point CXX at it; or build a "
-            "wheelhouse on a machine that has one (make wheelhouse) and install with WHEELS=..."
-        )
-
-
-def build_relaxed(python: Path, dest: Path, version: tuple[int, int], force: bool) -> None:
-    """Wheels of RELAXED's sdists for `python` in `dest` (kept when already there)."""
-    for name, ver in RELAXED.items():
-        have = [f.name for f in dest.glob("*.whl") if wheel_matches(f.name, name, ver, version)]
-        if have and not force:
-            continue
-        if name in NEEDS_COMPILER:
-            check_compiler()
-        for old in have:
-            (dest / old).unlink()
-        with tempfile.TemporaryDirectory() as tmp:
-            run(
-                [python, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", name,
-                 "--ignore-requires-python",
-                 "--dest", tmp, f"{name}=={ver}"],
-                f"downloading the {name} {ver} sdist",
-            )  # fmt: skip
-            sdist = next(Path(tmp).glob("*.tar.gz"))
-            with tarfile.open(sdist) as tar:
-                tar.extractall(tmp, filter="data")
-            src = next(p for p in Path(tmp).iterdir() if p.is_dir())
-            pyproject = src / "pyproject.toml"
-            pyproject.write_text(relax_requires_python(pyproject.read_text()))
-            run(
-                [python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", dest, src],
-                f"building {name} {ver} from its sdist",
-            )
-
-
-def offline_relaxed(wheels: Path, version: tuple[int, int]) -> None:
+def offline_relaxed(wheels: Path, version: tuple[int, int], skip=()) -> None:
     missing = [
         f"{name} {ver}"
         for name, ver in RELAXED.items()
-        if not any(wheel_matches(f.name, name, ver, version) for f in wheels.glob("*.whl"))
+        if name not in skip
+        and not any(wheel_matches(f.name, name, ver, version) for f in wheels.glob("*.whl"))
     ]
     if missing:
         raise InstallError(
@@ -133,10 +60,6 @@ def unpack(wheels: Path, into: Path) -> Path:
             tar.extractall(into, filter="data")
         return into
     raise InstallError(f"WHEELS={wheels}: not a folder or a .tar of wheels")
-
-
-def venv_python(venv: Path) -> Path:
-    return venv / "bin" / "python"
 
 
 def make_venv(venv: Path, version: tuple[int, int]) -> Path:
@@ -174,28 +97,78 @@ def site_packages(py: Path) -> Path:
     return Path(out.stdout.strip())
 
 
-def install(venv: Path, torch_mode: str, wheels_arg: Path | None, extras: str) -> None:
+def read_manifest(wheels: Path, version: tuple[int, int]) -> dict:
+    """The wheelhouse's wheelhouse.json ({} for a folder of wheels without one)."""
+    path = wheels / MANIFEST
+    manifest = json.loads(path.read_text()) if path.is_file() else {}
+    made_for = manifest.get("python", f"{version[0]}.{version[1]}")
+    if made_for != f"{version[0]}.{version[1]}":
+        raise InstallError(
+            f"the wheelhouse is for Python {made_for}, this is {version[0]}.{version[1]}: pass "
+            f"PYTHON=python{made_for}, or build it with make wheelhouse PYTHON=python"
+            f"{version[0]}.{version[1]}"
+        )
+    return manifest
+
+
+def check_box(from_box: dict) -> None:
+    """Each distribution the wheelhouse left to the box is in this interpreter, in a version
+    that meets what was asked of it."""
+    for name, m in from_box.items():
+        rebuild = f"(make wheelhouse HAVE=box-pip-list.txt, from `{sys.executable} -m pip list`)"
+        try:
+            have = importlib.metadata.version(m["box"])
+        except importlib.metadata.PackageNotFoundError:
+            raise InstallError(
+                f"the wheelhouse left {name} out for the box's own {m['box']}, but "
+                f"{sys.executable} has none: install it here, or build the wheelhouse from this "
+                f"Python's list {rebuild}"
+            ) from None
+        unmet = [f"{req} ({who})" for req, who in m["needs"]
+                 if not lacks.satisfies(have, lacks.parse(req).specifier)]  # fmt: skip
+        if unmet:
+            raise InstallError(
+                f"the wheelhouse left {name} out for the box's own, but {sys.executable} has "
+                f"{m['box']} {have}, which does not meet {', '.join(unmet)}: upgrade it here, or "
+                f"build the wheelhouse from this Python's list {rebuild}"
+            )
+
+
+def install(venv: Path, torch_mode: str, wheels_arg: Path | None, extras: str | None) -> None:
     version = check_python()
     print(f"Python {sys.version.split()[0]}: {sys.executable} (PYTHON=... picks another)")
     spec = project()
     if version < (3, 13) and wheels_arg is None:
         check_compiler()  # before anything is made: nes-py's build needs one
-    found, problem = probe_torch(sys.executable)
-    reuse, why = torch_plan(torch_mode, found, minimum_torch(spec["dependencies"]), problem)
     with tempfile.TemporaryDirectory() as tmp:
         wheels = unpack(wheels_arg, Path(tmp)) if wheels_arg else None
+        manifest = read_manifest(wheels, version) if wheels else {}
+        from_box = manifest.get("from_box", {})
+        extras = manifest.get("extras", "dev") if extras is None else extras
+        if "torch" in from_box:
+            if torch_mode == "venv":
+                raise InstallError(
+                    f"WHEELS={wheels_arg} has no torch (it was made for a box with its own): "
+                    "leave TORCH at auto, or build one with make wheelhouse TORCH=venv"
+                )
+            torch_mode = "box"
+        check_box({n: m for n, m in from_box.items() if n != "torch"})
+        found, problem = probe_torch(sys.executable)
+        reuse, why = torch_plan(torch_mode, found, minimum_torch(spec["dependencies"]), problem)
         if wheels and version < (3, 13):
-            offline_relaxed(wheels, version)
+            offline_relaxed(wheels, version, skip=from_box)
         py = make_venv(venv, version)
         site = site_packages(py)
         if not wheels:
             run([py, "-m", "pip", "install", "--quiet", "--upgrade", "pip"], "upgrading pip")
-        if reuse:
-            n = link_box_torch(venv, site)
-            print(f"torch: {why}, linked into {venv / BOX_DIR} ({n} files; nothing downloaded)")
+        borrowed = [m["box"] for n, m in from_box.items() if n != "torch"]
+        if reuse or borrowed:
+            n = link_box(venv, site, ["torch"] * reuse + borrowed)
+            print(f"linked into {venv / BOX_DIR} from the interpreter ({n} files; nothing "
+                  f"downloaded): {', '.join(['torch'] * reuse + borrowed)} and what they require")  # fmt: skip
         else:
-            unlink_box_torch(venv, site)
-            print(f"torch: installed into the venv ({why})")
+            unlink_box(venv, site)
+        print(f"torch: {why}" if reuse else f"torch: installed into the venv ({why})")
         find_links = []
         if version < (3, 13) and not wheels:
             built = venv / "relaxed-wheels"
@@ -204,63 +177,22 @@ def install(venv: Path, torch_mode: str, wheels_arg: Path | None, extras: str) -
             find_links.append(built)
         sources = pip_sources(wheels, find_links)
         target = f"{ROOT}[{extras}]" if extras else str(ROOT)
-        run([py, "-m", "pip", "install", "--quiet", *sources, "-e", target], "pip install")
+        # a requirement the box meets under another name (its opencv-python for the project's
+        # opencv-python-headless) is not one pip can see met: the rest first, then the project
+        other_names = {n for n, m in from_box.items() if m["box"] != n}
+        if other_names:
+            reqs = [r for r in requirements(spec, extras) if lacks.parse(r).name not in other_names]
+            run([py, "-m", "pip", "install", "--quiet", *sources, *reqs], "pip install")
+            run([py, "-m", "pip", "install", "--quiet", "--no-deps", *sources, "-e", target],
+                "pip install")  # fmt: skip
+        else:
+            run([py, "-m", "pip", "install", "--quiet", *sources, "-e", target], "pip install")
     now, problem = probe_torch(str(py))
     if now is None:
         raise InstallError(f"the venv cannot import torch: {problem}")
     if reuse and not is_box(now):
         print(f"warning: {venv}'s own torch shadows the interpreter's: pip uninstall it there")
     print(describe(now, venv))
-
-
-def wheelhouse(out: Path, torch_mode: str, extras: str) -> None:
-    version = check_python()
-    spec = project()
-    if torch_mode == "auto":
-        found, problem = probe_torch(sys.executable)
-        leave_out, why = torch_plan("auto", found, minimum_torch(spec["dependencies"]), problem)
-        why = f"{why} is the target's" if leave_out else why
-    else:  # box: the target has its own torch; venv: it needs one from here
-        leave_out, why = torch_mode == "box", f"TORCH={torch_mode}"
-    check_compiler()
-    out.mkdir(parents=True, exist_ok=True)
-    out = out.resolve()
-    reqs = list(spec["dependencies"])
-    for extra in filter(None, extras.split(",")):
-        reqs += spec.get("optional-dependencies", {}).get(extra, [])
-    if leave_out:
-        reqs = [r for r in reqs if requirement_name(r) != "torch"]
-    # the project's build backend, which pip's isolated build of the checkout needs offline
-    reqs += pyproject().get("build-system", {}).get("requires", [])
-    with tempfile.TemporaryDirectory() as tmp:
-        venv = Path(tmp) / "venv"
-        run([sys.executable, "-m", "venv", venv], "making a build venv")
-        py = venv_python(venv)
-        run([py, "-m", "pip", "install", "--quiet", "--upgrade", "pip"], "upgrading pip")
-        build_relaxed(py, out, version, force=True)
-        run(
-            [py, "-m", "pip", "wheel", "--quiet", "--wheel-dir", out, "--find-links", out, *reqs],
-            "pip wheel",
-        )
-    manifest = {
-        "python": f"{version[0]}.{version[1]}",
-        "platform": sysconfig.get_platform(),
-        "torch": f"left out ({why})" if leave_out else "included",
-        "extras": extras,
-        "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "wheels": sorted(f.name for f in out.glob("*.whl")),
-    }
-    (out / "wheelhouse.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    archive = out.with_suffix(".tar")
-    with tarfile.open(archive, "w") as tar:
-        for f in sorted(out.iterdir()):
-            tar.add(f, arcname=f.name)
-    mb = archive.stat().st_size / 2**20
-    print(
-        f"{len(manifest['wheels'])} wheels for Python {manifest['python']} in {out}, torch "
-        f"{manifest['torch']}; one file to copy: {archive} ({mb:.0f} MB). On the box: "
-        f"make install PYTHON=python{manifest['python']} WHEELS={archive.name}"
-    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,15 +207,22 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--wheels", type=Path, help="install only from this wheelhouse (folder or .tar)")
     w = sub.add_parser("wheelhouse", help="every wheel the project needs for this Python")
     w.add_argument("--out", type=Path, required=True, help="folder; OUT.tar is written beside it")
+    w.add_argument("--have", type=Path, help="the box's `pip list` (or --format=freeze) output")
+    w.add_argument("--skip", default="", help="what the box has: names or name==version, a,b")
     for s in (v, w):
         s.add_argument("--torch", default="auto", choices=["auto", "box", "venv"])
-        s.add_argument("--extras", default="dev", help="optional extras to include (comma list)")
+        s.add_argument(
+            "--extras",
+            help="optional extras to include (comma list; '' for none): dev unless the "
+            "wheelhouse says which it was built with",
+        )
     args = p.parse_args(argv)
     try:
         if args.command == "venv":
             install(args.venv, args.torch, args.wheels, args.extras)
         else:
-            wheelhouse(args.out, args.torch, args.extras)
+            extras = "dev" if args.extras is None else args.extras
+            wheelhouse(args.out, args.torch, extras, args.have, args.skip)
     except InstallError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

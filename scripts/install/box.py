@@ -1,5 +1,6 @@
-"""The interpreter's torch: what it is (probed in a child process) and how a venv borrows it (a
-mirror of symlinks to its files and to those of the distributions it requires)."""
+"""The interpreter's torch: what it is (probed in a child process) and how a venv borrows it, and
+the interpreter's other distributions that a wheelhouse left out (a mirror of symlinks to their
+files and to those of the distributions they require)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 
 from scripts.install.rules import InstallError, Torch, norm, parse_requirement, wanted
 
-BOX_DIR = "box-torch"  # in the venv: symlinks to the interpreter's torch and its requirements
+# in the venv: symlinks to the interpreter's torch (and the distributions a wheelhouse left out
+# for the box's own) and to their requirements
+BOX_DIR = "box-torch"
 BOX_PTH = "mario_box_torch.pth"
 
 
@@ -35,12 +38,12 @@ def probe_torch(python: str) -> tuple[Torch | None, str]:
     return Torch(**json.loads(r.stdout.strip().splitlines()[-1])), ""
 
 
-def torch_closure() -> list[importlib.metadata.Distribution]:
-    """torch and every installed distribution it requires (with the extras it asks for), in
-    this interpreter."""
+def closure(names: list[str]) -> list[importlib.metadata.Distribution]:
+    """`names` and every installed distribution they require (with the extras asked), in this
+    interpreter."""
     out: dict[str, importlib.metadata.Distribution] = {}
     asked: dict[str, set[str]] = {}
-    todo = [("torch", set())]
+    todo = [(norm(n), set()) for n in reversed(names)]
     while todo:
         name, extras = todo.pop()
         if name in out and extras <= asked[name]:
@@ -58,20 +61,27 @@ def torch_closure() -> list[importlib.metadata.Distribution]:
     return list(out.values())
 
 
-def link_box_torch(venv: Path, site: Path) -> int:
-    """Mirror the interpreter's torch and the distributions it requires into VENV/box-torch,
-    every file a symlink to the interpreter's (folders are real, so that pip, uninstalling one
-    in the venv, removes links and never the interpreter's files), and put that folder on the
-    venv's path after the venv's own packages. Returns the number of files linked."""
+def link_box(venv: Path, site: Path, names: list[str]) -> int:
+    """Mirror the interpreter's distributions `names` (torch, or what a wheelhouse left out) and
+    those they require into VENV/box-torch, every file a symlink to the interpreter's (folders
+    are real, so that pip, uninstalling one in the venv, removes links and never the
+    interpreter's files), and put that folder on the venv's path after the venv's own packages.
+    Returns the number of files linked."""
     box = venv / BOX_DIR
     shutil.rmtree(box, ignore_errors=True)
     box.mkdir()
-    dists = torch_closure()
-    if not dists or norm(dists[0].metadata["Name"]) != "torch" or dists[0].files is None:
-        raise InstallError(
-            f"{sys.executable} imports torch but has no record of its files (installed without "
-            "pip?): use TORCH=venv"
-        )
+    dists = closure(names)
+    found = {norm(d.metadata["Name"]): d for d in dists}
+    for name in names:
+        if name not in found or found[name].files is None:
+            fix = (
+                "use TORCH=venv"
+                if name == "torch"
+                else "build the wheelhouse with it (not in HAVE or SKIP) to install it in the venv"
+            )
+            raise InstallError(
+                f"{sys.executable} has no record of {name}'s files (installed without pip?): {fix}"
+            )
     n = 0
     for dist in dists:
         for f in dist.files or ():
@@ -82,11 +92,11 @@ def link_box_torch(venv: Path, site: Path) -> int:
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(source)
                 n += 1
-    (site / BOX_PTH).write_text(f"{box}\n")
+    (site / BOX_PTH).write_text(f"{box.resolve()}\n")  # a relative line would be read from site
     return n
 
 
-def unlink_box_torch(venv: Path, site: Path) -> None:
+def unlink_box(venv: Path, site: Path) -> None:
     (site / BOX_PTH).unlink(missing_ok=True)
     shutil.rmtree(venv / BOX_DIR, ignore_errors=True)
 

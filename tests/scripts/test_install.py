@@ -237,6 +237,41 @@ def test_an_existing_venv_of_another_python_is_refused(tmp_path, py312):
     assert "not 3.12" in r.stderr and "rm -rf" in r.stderr
 
 
+def test_install_checks_what_the_wheelhouse_left_to_the_box_before_making_anything(tmp_path):
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+
+    def install(from_box: dict, python: str = here) -> subprocess.CompletedProcess:
+        manifest = {"python": python, "extras": "", "from_box": from_box}
+        (wheels / "wheelhouse.json").write_text(json.dumps(manifest))
+        return scripts_install(sys.executable, "venv", "--venv", str(tmp_path / "v"),
+                               "--wheels", str(wheels))  # fmt: skip
+
+    old = {"numpy": {"box": "numpy", "version": "99.0", "needs": [["numpy>=99", "the project"]]}}
+    r = install(old)
+    assert r.returncode == 1, r.stdout
+    assert "numpy" in r.stderr and "does not meet numpy>=99 (the project)" in r.stderr
+    assert "HAVE=" in r.stderr
+    r = install({"opencv-python-headless": {"box": "no-such-opencv", "version": None, "needs": []}})
+    assert r.returncode == 1 and "has none" in r.stderr and "no-such-opencv" in r.stderr
+    r = install({}, python="3.12" if here != "3.12" else "3.13")
+    assert r.returncode == 1 and "the wheelhouse is for Python" in r.stderr
+    assert not (tmp_path / "v").exists()
+
+
+def test_wheelhouse_names_a_missing_pip_list_and_make_passes_the_box_on(tmp_path):
+    r = scripts_install(sys.executable, "wheelhouse", "--out", str(tmp_path / "w"),
+                        "--have", str(tmp_path / "box.txt"))  # fmt: skip
+    assert r.returncode == 1 and "pip list > box.txt" in r.stderr
+    argv = ["make", "-n", "--no-print-directory", "wheelhouse", f"PYTHON={sys.executable}",
+            "OUT=w", "EXTRAS=", "HAVE=box.txt", "SKIP=torch,numpy==2.2.6"]  # fmt: skip
+    r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "--extras '' --have box.txt --skip 'torch,numpy==2.2.6'" in r.stdout
+    r = subprocess.run(argv[:5], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "--extras" not in r.stdout and "--have" not in r.stdout  # the defaults: dev, nothing
+
+
 # ---- the interpreter's torch in a real venv -----------------------------------------------------
 
 
@@ -255,7 +290,7 @@ def test_box_torch_is_linked_not_copied_and_pip_cannot_harm_it(tmp_path):
     venv = tmp_path / "v"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
     site = venv_site(venv)
-    box.link_box_torch(venv, site)
+    box.link_box(venv, site, ["torch"])
     mirror = venv / box.BOX_DIR
     files = [p for p in mirror.rglob("*") if not p.is_dir()]
     assert files and all(p.is_symlink() for p in files)
@@ -297,46 +332,66 @@ def box_python() -> str:
     return sys.executable
 
 
+def box_pip_list(box_py: str, path: Path) -> set[str]:
+    """The box's `pip list` in `path`, cut to what a GPU box comes with: torch and what it
+    requires, numpy, opencv (when the box has them). Returns those names."""
+    code = (
+        "from scripts.install.box import closure\n"
+        "from scripts.install.rules import norm\n"
+        "names = ['torch', 'numpy', 'opencv-python', 'opencv-python-headless']\n"
+        "print(' '.join(norm(d.metadata['Name']) for d in closure(names)))\n"
+    )
+    r = subprocess.run([box_py, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    names = set(r.stdout.split())
+    listed = subprocess.run([box_py, "-m", "pip", "list"], capture_output=True, text=True,
+                            check=True).stdout.splitlines()  # fmt: skip
+    kept = listed[:2] + [line for line in listed[2:] if rules.norm(line.split()[0]) in names]
+    path.write_text("\n".join(kept) + "\n")
+    return names
+
+
 @pytest.mark.slow
 @pytest.mark.rehearsal
 @pytest.mark.integration
 def test_offline_install_from_a_wheelhouse_reuses_the_box_torch_and_trains(tmp_path):
+    """The runtime-only wheelhouse for a box that has torch, numpy (and opencv): built from the
+    box's `pip list`, it holds none of them; a venv made from it with pip's index off borrows
+    them from the box and trains."""
     box_py = box_python()
     box_torch, problem = box.probe_torch(box_py)
     assert box_torch is not None, problem
     offline = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    have = box_pip_list(box_py, tmp_path / "box-pip-list.txt")
+    assert {"torch", "numpy"} <= have
     out = tmp_path / "wheelhouse"
     r = subprocess.run(
-        [
-            "make",
-            "--no-print-directory",
-            "wheelhouse",
-            f"PYTHON={box_py}",
-            f"OUT={out}",
-            "TORCH=box",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
+        ["make", "--no-print-directory", "wheelhouse", f"PYTHON={box_py}", f"OUT={out}",
+         "EXTRAS=", f"HAVE={tmp_path / 'box-pip-list.txt'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     manifest = json.loads((out / "wheelhouse.json").read_text())
     version = tuple(int(v) for v in manifest["python"].split("."))
-    assert manifest["torch"].startswith("left out")
-    cuda = [w for w in manifest["wheels"] if w.startswith(("torch-", "triton-", "nvidia_"))]
-    assert cuda == [w for w in cuda if w.startswith("nvidia_ml_py-")]  # NVML: the project's own
+    assert manifest["torch"].startswith("left out") and manifest["extras"] == ""
+    assert {"torch", "numpy"} <= set(manifest["from_box"])
+    sent = {rules.norm(w.split("-")[0]) for w in manifest["wheels"]}
+    build = {"setuptools"}  # the backend of pip's isolated build of the checkout: always sent
+    assert not sent & (have - build | {"pytest", "ruff", "tensorboard"}), sent & have
     assert any(rules.wheel_matches(w, "nes-py", "9.0.1", version) for w in manifest["wheels"])
-    with tarfile.open(out.with_suffix(".tar")) as tar:
+    archive = out.with_suffix(".tar")
+    with tarfile.open(archive) as tar:
         assert set(manifest["wheels"]) <= set(tar.getnames())
+    print(f"runtime-only wheelhouse for Python {manifest['python']}, the box having "
+          f"{', '.join(sorted(manifest['from_box']))}: {archive.stat().st_size / 2**20:.1f} MB, "
+          f"{len(manifest['wheels'])} wheels")  # fmt: skip
+    assert archive.stat().st_size < 100 * 2**20  # a few tens of MB, not ~200
 
     # the box: no index (and none of this machine's pip settings), the archive only
     offline.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1")
     venv = tmp_path / "venv"
     r = subprocess.run(
         ["make", "--no-print-directory", "install", f"PYTHON={box_py}", f"VENV={venv}",
-         f"WHEELS={out.with_suffix('.tar')}"],
+         f"WHEELS={archive}"],
         cwd=ROOT, capture_output=True, text=True, env=offline, timeout=1800, check=False,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -345,8 +400,15 @@ def test_offline_install_from_a_wheelhouse_reuses_the_box_torch_and_trains(tmp_p
     assert venv_torch is not None, problem
     assert Path(venv_torch.path).resolve() == Path(box_torch.path).resolve()  # the box's, no other
     site = venv_site(venv)
-    assert not [p.name for p in site.iterdir() if p.name.startswith(("torch", "nvidia", "triton"))
-                and not p.name.startswith("nvidia_ml_py")]  # fmt: skip
+    assert not [p.name for p in site.iterdir() if p.name.startswith(("torch", "nvidia", "triton",
+                "numpy", "cv2", "opencv")) and not p.name.startswith("nvidia_ml_py")]  # fmt: skip
+    r = subprocess.run(
+        [venv / "bin/python", "-c", "import numpy, cv2, zmq, nes_py; print(numpy.__file__)"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0 and box.BOX_DIR in r.stdout, r.stderr  # numpy: the box's, linked
+    r = subprocess.run([venv / "bin/python", "-c", "import pytest"], capture_output=True)
+    assert r.returncode != 0  # the runtime only
 
     # one real training step with the venv's interpreter: a learner and an actor on 1-1
     run_dir = tmp_path / "run"
