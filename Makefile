@@ -13,6 +13,9 @@
 ## TORCH: where torch comes from: auto (the interpreter's own CUDA torch, else the venv's), box (the interpreter's own), venv (installed into the venv)
 ## WHEELS: install offline from this wheelhouse, a directory or .tar that make wheelhouse wrote
 ## OUT: the directory make wheelhouse writes (OUT.tar beside it)
+## EXTRAS: the optional extras to install or put in a wheelhouse instead of dev (EXTRAS= empty: the runtime only)
+## HAVE: make wheelhouse leaves out what this file (the box's pip list output) has in a version the project accepts
+## SKIP: make wheelhouse leaves out these packages the box has: torch,numpy or torch==2.6.0
 ##@ Test and lint
 ## test: every test but the multi-minute rehearsals
 ## test-all: make test, then the rehearsals (what CI runs)

@@ -233,6 +233,11 @@ EVALUATION = Row(
             max=1,
         ),
         Timeseries(
+            "Eval score against the best policy kept",
+            "The eval actor's score of the newest policy (mario_eval_score: the mean over levels of each level's mean progress in its last --eval-window perturbed sampled episodes) and that of the best policy it kept in RUN/eval/best-policy.pt (mario_eval_best_score), which make eval plays by default. The status line says 'below best' under three quarters of it. No line until every level's window is full.",
+            [Q("mario_eval_score", "now"), Q("mario_eval_best_score", "best kept")],
+        ),
+        Timeseries(
             "Eval best max x so far",
             "The best mean max x of an evaluation window so far (mario_eval_best_max_x), by level and policy.",
             [Q('mario_eval_best_max_x{level=~"$level"}', "{{level}} {{policy}}")],
