@@ -320,10 +320,7 @@ def link_for(
 ) -> LearnerLink:
     """The link an actor process opens from its config: registration, timing, CURVE keys."""
     register = wire.Register(
-        run_id=cfg.run_id,
-        actor_id=cfg.actor_id,
-        instance_id=instance_id,
-        num_envs=num_envs,
+        run_id=cfg.run_id, actor_id=cfg.actor_id, instance_id=instance_id, num_envs=num_envs
     )
     return LearnerLink(
         cfg.learner,

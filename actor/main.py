@@ -20,12 +20,7 @@ from common import chunk, wire
 from common import config as config_io
 from common.env import EnvBuildError, FrameEnv, build_envs
 from common.env_spec import EnvSpec
-from common.metrics import (
-    ActorMetrics,
-    MetricsPortError,
-    add_process_metrics,
-    serve,
-)
+from common.metrics import ActorMetrics, MetricsPortError, add_process_metrics, serve
 from common.model import ActorCritic
 from common.rates import RateWindow
 
@@ -247,8 +242,7 @@ def run_process(cfg: ActorConfig, name: str, metrics, build) -> int:
     exit status of `build(cfg, metrics).run()` (1: an env that cannot be built or a metrics port
     in use; 2: refused by the learner)."""
     logging.basicConfig(
-        level=cfg.log_level,
-        format=f"%(asctime)s {name}[{cfg.actor_id}] %(levelname)s %(message)s",
+        level=cfg.log_level, format=f"%(asctime)s {name}[{cfg.actor_id}] %(levelname)s %(message)s"
     )
     torch.set_num_threads(cfg.torch_threads)
     add_process_metrics(metrics.registry, name, run_id=cfg.run_id)  # who, memory, CPU, fds

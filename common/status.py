@@ -240,9 +240,7 @@ def level_figures(now: dict[str, float], before: dict[str, float]) -> dict[str, 
     p_sum, p_count = delta("mario_episode_progress_sum"), delta("mario_episode_progress_count")
     return {
         lv: LevelFigures(
-            p_sum[lv] / p_count[lv] if p_count.get(lv, 0) > 0 else None,
-            flags.get(lv, 0.0) / n,
-            n,
+            p_sum[lv] / p_count[lv] if p_count.get(lv, 0) > 0 else None, flags.get(lv, 0.0) / n, n
         )
         for lv, n in sorted(episodes.items())
         if n > 0

@@ -48,8 +48,7 @@ def update_stats(stats: Stats, targets: Tensor, beta: float) -> Stats:
         raise ValueError(f"beta must be in (0, 1], got {beta}")
     t = targets.detach().float()
     return Stats(
-        (1 - beta) * stats.mean + beta * t.mean(),
-        (1 - beta) * stats.mean_sq + beta * (t**2).mean(),
+        (1 - beta) * stats.mean + beta * t.mean(), (1 - beta) * stats.mean_sq + beta * (t**2).mean()
     )
 
 
