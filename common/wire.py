@@ -41,11 +41,9 @@ from common._wire_checks import (
     values_equal,
 )
 
-# 2: chunks carry last_actions; 3: the learner's Welcome carries the network and unroll length,
-# chunks carry dense truncation finals (final_t); 4: weights carry the level schedule's weights;
-# 5: chunks carry the recurrent core's state at step 0 (core_state); 6: chunks carry each step's
-# level (its index in the run's level set); 7: the Welcome carries the env spec, the registration
-# none (the learner owns every setting)
+# 2: chunks carry last_actions; 3: the Welcome the network and unroll length, chunks final_t; 4:
+# weights the level schedule's weights; 5: chunks core_state; 6: chunks each step's level; 7: the
+# Welcome carries the env spec, the registration none (the learner owns every setting)
 PROTOCOL_VERSION = 7
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
