@@ -18,9 +18,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-# The step size of the target moments: each optimizer step moves them 0.3% of the way to its
-# targets' moments
-BETA = 3e-3
+BETA = 3e-3  # each optimizer step moves the moments 0.3% of the way to its targets' moments
 
 
 class Stats(NamedTuple):

@@ -279,10 +279,8 @@ def check_fits(
         f"replay needs {bytes_needed} bytes ({bytes_needed / 2**30:.2f} GiB) on {device} but "
         f"only {free_bytes} bytes ({free_bytes / 2**30:.2f} GiB) are free, "
         f"{usable} usable after {HEADROOM_FRACTION:.0%} headroom: {advice}",
-        needed_bytes=bytes_needed,
-        free_bytes=free_bytes,
-        suggested_capacity=suggested,
-    )
+        needed_bytes=bytes_needed, free_bytes=free_bytes, suggested_capacity=suggested,
+    )  # fmt: skip
 
 
 def _mem_available_bytes() -> int | None:
