@@ -41,16 +41,10 @@ def to_wire_chunk(
         for e in c.episodes
     )
     return wire.Chunk(
-        actor_id=cfg.actor_id,
-        instance_id=instance_id,
-        seq=seq,
-        level=level,
-        policy_version=c.policy_version,
-        send_time=time.time(),
-        episodes=episodes,
-        arrays=c.arrays,
-        layout=layout,
-    )
+        actor_id=cfg.actor_id, instance_id=instance_id, seq=seq, level=level,
+        policy_version=c.policy_version, send_time=time.time(), episodes=episodes,
+        arrays=c.arrays, layout=layout,
+    )  # fmt: skip
 
 
 class _Waited:
@@ -100,11 +94,8 @@ class Actor:
                 return
             log.warning(
                 "the learner now asks for T = %d, %s and %s: lanes rebuilt, the chunks in "
-                "progress dropped",
-                welcome.unroll_length,
-                welcome.model_spec,
-                welcome.env_spec,
-            )
+                "progress dropped", welcome.unroll_length, welcome.model_spec, welcome.env_spec,
+            )  # fmt: skip
         self.model = ActorCritic(spec).eval()  # only this thread runs it: safe to swap here
         self.env_spec = env_spec
         self.unroll_length = welcome.unroll_length
@@ -119,15 +110,11 @@ class Actor:
         self.envs = []
         cfg = self.cfg
         self.envs = build_envs(
-            self.env_spec,
-            cfg.num_envs,
-            timeout_s=cfg.build_timeout_s,
-            retries=cfg.build_retries,
+            self.env_spec, cfg.num_envs, timeout_s=cfg.build_timeout_s, retries=cfg.build_retries,
             on_built=self.metrics.env_build_seconds.observe,
-            on_failed=self.metrics.env_build_failures.inc,
-            seed=(cfg.seed, cfg.actor_id),
+            on_failed=self.metrics.env_build_failures.inc, seed=(cfg.seed, cfg.actor_id),
             between=lambda: self.link.poll(0),  # heartbeats: the learner must not forget us
-        )
+        )  # fmt: skip
 
     def _on_weights(self, weights: wire.Weights) -> None:
         load_weights(self.model, weights)
@@ -189,12 +176,9 @@ class Actor:
             num_actions = self.envs[0].num_actions
             check_num_actions(self.model.spec, num_actions)
             self.lanes = split_lanes(
-                self.envs,
-                self.cfg.lanes,
-                self.unroll_length,
-                num_actions,
+                self.envs, self.cfg.lanes, self.unroll_length, num_actions,
                 self.model.spec.state_size,
-            )
+            )  # fmt: skip
             self.lanes_stale = False
             log.info("got policy version %d; playing", self.link.policy_version)
             self._play()
