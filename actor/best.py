@@ -1,26 +1,20 @@
 """The best policy the eval actor keeps: the score that judges a policy, and the file that holds
 the best one so far.
 
-The score: the eval actor's perturbed sampled episodes judge the policy (actions drawn from it, as
-the actors play, on envs with sticky actions and no-op starts; actor/evaluation.py). A level's
-score is the mean progress of its last `window` such episodes (max x as a share of the level's
-length, 1 at the flag: `common.levels.progress`; the mean max x for a level of unknown length, a
-Gymnasium id); the policy's score is the mean over the run's levels, each level alike. There is no
-score until every level's window is full: a lucky first episode, or one easy level played before
-the others, is never a best.
+The score: the eval actor's perturbed sampled episodes judge the policy (actor/evaluation.py). A
+level's score is the mean progress of its last `window` such episodes (`common.levels.progress`;
+the mean max x for a level of unknown length); the policy's is the mean over the run's levels,
+each alike. There is none until every level's window is full: a lucky first episode, or one easy
+level played before the others, is never a best.
 
 The best file, `RUN/eval/best-policy.pt` (`common.rundir.BEST_POLICY` in `--eval-dir`): whenever
-the score beats the best so far, the eval actor writes the weights it is playing there, whole or
-not at all (`atomic_write`), with the network's spec, the policy version, the run's env settings
-(as `config`, so that `make eval` builds the env the policy was trained on) and `best`: the score
-and the figures behind it. It is a checkpoint `make eval` plays like any other, and the one it
-plays when none is named. It sits in the eval actor's own directory, not in the learner's
-checkpoints/: the eval actor may run on another host than the learner, and checkpoints/ is the
-learner's alone (it rotates it and clears its temp files when it starts). Nothing rotates it.
-
-A restarted eval actor reads the file's score back (`BestKeeper`) and replaces it only with a
-better one. A best of another level set is not comparable (a score is a mean over the set): the
-first best of the run's own set replaces it.
+the score beats the best so far, the eval actor writes there, whole or not at all, the weights it
+is playing with the network's spec, the policy version, the run's env settings (as `config`, so
+that `make eval` builds the env the policy was trained on) and `best`: the score and its figures.
+`make eval` plays it when no checkpoint is named. It is the eval actor's own (it may run on
+another host), not in the learner's checkpoints/, and nothing rotates it. A restarted eval actor
+reads its score back (`BestKeeper`) and replaces it only with a better one; a best of another
+level set is not comparable, and the run's first best replaces it.
 """
 
 from __future__ import annotations

@@ -131,8 +131,7 @@ class EvalActor:
         self.link = link_for(cfg, instance_id, 1, self._on_weights, self._on_welcome)
 
     def _env(self, level: str) -> FrameEnv:
-        """The env of one level of the set, perturbed, built (under the watchdog) when first
-        asked for."""
+        """The env of one level of the set, perturbed, built when first asked for."""
         if level not in self.envs:
             one = perturbed(dataclasses.replace(self.spec, level=level))
             cfg = self.cfg
@@ -175,9 +174,8 @@ class EvalActor:
         check_num_actions(self.model.spec, env.num_actions)
 
     def _on_welcome(self, welcome: wire.Welcome) -> None:
-        """Build the learner's network, unless it is the one already built; the episode in
-        progress finishes with the network it started with, the envs change between
-        evaluations."""
+        """Build the learner's network, unless it is built already (an episode in progress ends
+        with the old one; the envs change between evaluations)."""
         spec, self._welcomed_spec = welcomed_specs(welcome)
         if self.model is not None and spec == self.model.spec:
             return

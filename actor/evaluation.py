@@ -1,25 +1,19 @@
 """Evaluation episodes, free of sockets: played by the eval actor and by `make eval`.
 
 An episode is stepped by the training actor's own path (actor/rollout.py): a `Lane` of one env
-keeps the frame ring that `common.stacking` stacks, the previous action (A = none at an
-episode's first step) and the recurrent core's state (zeroed where an episode starts), and
-`infer_and_act` runs the network and chooses the action. So the policy sees in evaluation
-exactly what it saw in training; the lane's chunks are dropped as they fill.
+keeps the frame ring, the previous action and the core's state, and `infer_and_act` chooses the
+action, so the policy sees in evaluation exactly what it saw in training; the lane's chunks are
+dropped as they fill. Two policies are played from one network: `greedy` (argmax actions) and
+`sampled` (actions drawn from the policy, as the actors play, from a seeded generator).
 
-Two policies are played from one network: `greedy` (argmax actions; deterministic on a fixed start
-state) and `sampled` (actions drawn from the policy, as the actors play, from a seeded generator).
+`PERTURBATION` is the one definition of "perturbed" that the eval actor and `make eval` share, the
+standard Atari protocol's (Machado et al. 2018): sticky actions 0.25 and no-op starts 0..30
+(common/env.py). A policy that memorised a button sequence plays the plain env well and drops
+perturbed; one that reads the screen does not.
 
-Perturbed play: `PERTURBATION` is the one definition of "perturbed" that the eval actor and
-`make eval` share, the standard Atari protocol's (Machado et al. 2018, "Revisiting the Arcade
-Learning Environment"): sticky actions 0.25 (each NES frame repeats the previous frame's buttons
-with that probability) and no-op starts 0..30 (each episode starts after 0 to 30 agent steps
-without buttons). NES Mario is deterministic, so a policy that memorised a button sequence plays
-the plain env well and drops perturbed; one that reads the screen does not.
-
-Video: one full-colour NES screen (240x256, native) per agent step, upscaled by an integer factor
-with nearest neighbour, at 60/frame_skip fps (15 fps for frame skip 4), H.264 yuv420p in MP4.
-An episode of `length` agent steps gives `length + 1` screens: the reset screen, then the screen
-after each step (the last NES frame of that step), the final (death / flag / cutoff) one included.
+Video: one full-colour NES screen (240x256) per agent step, upscaled by an integer factor with
+nearest neighbour, at 60/frame_skip fps, H.264 yuv420p in MP4: `length + 1` screens for an
+episode of `length` agent steps (the reset screen, then the last NES frame of each step).
 """
 
 from __future__ import annotations

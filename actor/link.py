@@ -5,19 +5,14 @@ credits, weights on request, refusals, heartbeats in) and a SUB to its PUB on PO
 broadcasts), or to a relay on this host that forwards them (`weights_from`, actor/relay.py).
 All socket use stays on the thread that owns the `LearnerLink`.
 
-The learner answers a registration with a Welcome: the unroll length, the network and the envs
-to build, which `on_welcome` hands to the actor; only weights of that network are applied. Flow control:
-the learner grants credits; one chunk costs one credit; with no credit the actor waits in
-`wait_for_credit` instead of queueing, so at most `credits` chunks are ever in flight and none
-pile up while the learner is away. Silence for `timeout_s` (the learner heartbeats every second)
-means the learner is gone or out of reach: the sockets are rebuilt and the actor registers again
-(a new session: fresh credits, a fresh TCP connection rather than one stalled in retransmission
-backoff), after a short pause that doubles up to `backoff_max_s`. The learner's heartbeats carry
-its policy version: when it is ahead and no broadcast has arrived for `WEIGHTS_SILENCE_S` (the
-broadcast path is cut, or a relay is down), the actor asks for the newest weights over its
-DEALER instead, at most once per that interval. A Welcome behind the actor's version (the learner
-resumed from an older checkpoint) makes the learner's next weights the policy, whatever their
-number.
+The Welcome (unroll length, network, envs) goes to `on_welcome`; only weights of that network are
+applied. One chunk costs one credit (learner/ingest.py); with none the actor waits in
+`wait_for_credit`. Silence for `timeout_s` means the learner is gone: the sockets are rebuilt and
+the actor registers again (a new session, a fresh TCP connection rather than one stalled in
+retransmission backoff) after a pause that doubles up to `backoff_max_s`. When the heartbeats'
+policy version is ahead and no broadcast came for `WEIGHTS_SILENCE_S` (a relay down), the actor
+asks for the weights over its DEALER, at most once per that interval. A Welcome behind the
+actor's version (an older checkpoint) makes the learner's next weights the policy.
 """
 
 from __future__ import annotations
@@ -241,9 +236,7 @@ class LearnerLink:
                 raise FatalRefusal(msg.reason)
             log.warning("learner refused: %s; registering again", msg.reason)
             if self.registered:
-                # The learner no longer knows this actor (it restarted, or timed the actor out)
-                # while the DEALER reconnected underneath: a new session, so a reconnect, however
-                # fast the learner came back.
+                # the learner forgot this actor (restart, timeout) under a live DEALER: a reconnect
                 self.on_event("reconnect")
             self.registered = False
             self.credits = 0
@@ -257,14 +250,11 @@ class LearnerLink:
         if self.welcome is not None and welcome.model_spec != self.welcome.model_spec:
             self.policy_version = -1  # a new network: its versions count from its own start
         elif welcome.policy_version < self.policy_version:
-            # the learner went back (restarted from a checkpoint older than the weights this
-            # actor holds): its weights are the policy now, whatever their number
             log.warning(
                 "the learner is at policy version %d, behind this actor's %d: it restarted from "
                 "an older checkpoint; taking its weights",
-                welcome.policy_version,
-                self.policy_version,
-            )
+                welcome.policy_version, self.policy_version,
+            )  # fmt: skip
             self.policy_version = -1
         self.welcome = welcome
         self.registered = True
@@ -320,20 +310,12 @@ def link_for(
 ) -> LearnerLink:
     """The link an actor process opens from its config: registration, timing, CURVE keys."""
     register = wire.Register(
-        run_id=cfg.run_id,
-        actor_id=cfg.actor_id,
-        instance_id=instance_id,
-        num_envs=num_envs,
+        run_id=cfg.run_id, actor_id=cfg.actor_id, instance_id=instance_id, num_envs=num_envs
     )
     return LearnerLink(
-        cfg.learner,
-        register,
-        heartbeat_interval_s=cfg.heartbeat_interval_s,
-        timeout_s=cfg.learner_timeout_s,
-        backoff_max_s=cfg.reconnect_backoff_max_s,
-        on_weights=on_weights,
-        on_welcome=on_welcome,
-        on_event=on_event,
+        cfg.learner, register, heartbeat_interval_s=cfg.heartbeat_interval_s,
+        timeout_s=cfg.learner_timeout_s, backoff_max_s=cfg.reconnect_backoff_max_s,
+        on_weights=on_weights, on_welcome=on_welcome, on_event=on_event,
         socket_options=curve.client_options(cfg.curve_dir) if cfg.curve_dir else None,
         weights_from=cfg.weights_from,
-    )
+    )  # fmt: skip

@@ -20,12 +20,7 @@ from common import chunk, wire
 from common import config as config_io
 from common.env import EnvBuildError, FrameEnv, build_envs
 from common.env_spec import EnvSpec
-from common.metrics import (
-    ActorMetrics,
-    MetricsPortError,
-    add_process_metrics,
-    serve,
-)
+from common.metrics import ActorMetrics, MetricsPortError, add_process_metrics, serve
 from common.model import ActorCritic
 from common.rates import RateWindow
 
@@ -46,16 +41,10 @@ def to_wire_chunk(
         for e in c.episodes
     )
     return wire.Chunk(
-        actor_id=cfg.actor_id,
-        instance_id=instance_id,
-        seq=seq,
-        level=level,
-        policy_version=c.policy_version,
-        send_time=time.time(),
-        episodes=episodes,
-        arrays=c.arrays,
-        layout=layout,
-    )
+        actor_id=cfg.actor_id, instance_id=instance_id, seq=seq, level=level,
+        policy_version=c.policy_version, send_time=time.time(), episodes=episodes,
+        arrays=c.arrays, layout=layout,
+    )  # fmt: skip
 
 
 class _Waited:
@@ -105,11 +94,8 @@ class Actor:
                 return
             log.warning(
                 "the learner now asks for T = %d, %s and %s: lanes rebuilt, the chunks in "
-                "progress dropped",
-                welcome.unroll_length,
-                welcome.model_spec,
-                welcome.env_spec,
-            )
+                "progress dropped", welcome.unroll_length, welcome.model_spec, welcome.env_spec,
+            )  # fmt: skip
         self.model = ActorCritic(spec).eval()  # only this thread runs it: safe to swap here
         self.env_spec = env_spec
         self.unroll_length = welcome.unroll_length
@@ -124,15 +110,11 @@ class Actor:
         self.envs = []
         cfg = self.cfg
         self.envs = build_envs(
-            self.env_spec,
-            cfg.num_envs,
-            timeout_s=cfg.build_timeout_s,
-            retries=cfg.build_retries,
+            self.env_spec, cfg.num_envs, timeout_s=cfg.build_timeout_s, retries=cfg.build_retries,
             on_built=self.metrics.env_build_seconds.observe,
-            on_failed=self.metrics.env_build_failures.inc,
-            seed=(cfg.seed, cfg.actor_id),
+            on_failed=self.metrics.env_build_failures.inc, seed=(cfg.seed, cfg.actor_id),
             between=lambda: self.link.poll(0),  # heartbeats: the learner must not forget us
-        )
+        )  # fmt: skip
 
     def _on_weights(self, weights: wire.Weights) -> None:
         load_weights(self.model, weights)
@@ -194,12 +176,9 @@ class Actor:
             num_actions = self.envs[0].num_actions
             check_num_actions(self.model.spec, num_actions)
             self.lanes = split_lanes(
-                self.envs,
-                self.cfg.lanes,
-                self.unroll_length,
-                num_actions,
+                self.envs, self.cfg.lanes, self.unroll_length, num_actions,
                 self.model.spec.state_size,
-            )
+            )  # fmt: skip
             self.lanes_stale = False
             log.info("got policy version %d; playing", self.link.policy_version)
             self._play()
@@ -247,8 +226,7 @@ def run_process(cfg: ActorConfig, name: str, metrics, build) -> int:
     exit status of `build(cfg, metrics).run()` (1: an env that cannot be built or a metrics port
     in use; 2: refused by the learner)."""
     logging.basicConfig(
-        level=cfg.log_level,
-        format=f"%(asctime)s {name}[{cfg.actor_id}] %(levelname)s %(message)s",
+        level=cfg.log_level, format=f"%(asctime)s {name}[{cfg.actor_id}] %(levelname)s %(message)s"
     )
     torch.set_num_threads(cfg.torch_threads)
     add_process_metrics(metrics.registry, name, run_id=cfg.run_id)  # who, memory, CPU, fds

@@ -2,18 +2,11 @@
 
 An actor's envs are split into lanes (two by default). While one lane's envs step in a worker
 thread (nes-py releases the GIL while emulating), the main thread runs the policy for the other
-lane, so inference hides behind emulation. Each lane fills its own chunk buffers, laid out as
-common/chunk.py declares: the frames buffer doubles as the frame ring, since the stack
-for step t is frames[t : t+4] with their `first` flags, rebuilt by the learner with the same
-`common.stacking.stack_frames`.
-
-With a recurrent core, a lane also keeps each env's core state [K, C]: the policy reads it with
-the stacks and writes back the state after the step; it is zeroed where an episode starts, and a
-chunk records the state its step 0 started from (`core_state`), so the learner replays the core
-from exactly there.
-
-Evaluation (the eval actor, `make eval`) steps its episodes through these same lanes and
-`infer_and_act` (actor/evaluation.py): one stepping path for training and evaluation.
+lane, so inference hides behind emulation. Each lane fills its own chunk buffers (common/chunk.py);
+the frames buffer doubles as the frame ring: the stack for step t is frames[t : t+4] with their
+`first` flags (`common.stacking`). With a recurrent core a lane also keeps each env's core state
+[K, C], zeroed where an episode starts; a chunk records the state its step 0 started from
+(`core_state`). Evaluation (actor/evaluation.py) steps through these same lanes.
 """
 
 from __future__ import annotations

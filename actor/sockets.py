@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import zmq
 
-# A connection attempt (SYN) unanswered this long is abandoned and made afresh (libzmq retries
-# after its 100 ms reconnect interval): while a link is down, a new attempt leaves every second,
-# so one gets through within about a second of the link's return, where the kernel's own SYN
-# retries back off to 1, 3, 7, 15 s.
+# A connection attempt unanswered this long is made afresh, so one gets through within about a
+# second of the link's return, where the kernel's own SYN retries back off to 1, 3, 7, 15 s.
 CONNECT_TIMEOUT_MS = 1000
-# ZMTP heartbeats on a subscription: a broadcast connection silent for the timeout (a link that
-# went down without a FIN) is closed and made afresh instead of waiting out TCP's retransmission
-# backoff. Not on the DEALER: closing it underneath would lose the chunks in it, and their credits.
+# ZMTP heartbeats close a silent subscription (a link gone without a FIN) and make it afresh. Not
+# on the DEALER: closing it underneath would lose the chunks in it, and their credits.
 SUB_HEARTBEAT_IVL_MS, SUB_HEARTBEAT_TIMEOUT_MS = 1000, 3000
 
 

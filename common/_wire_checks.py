@@ -147,17 +147,11 @@ def check_array(where: str, a: object, dtype_name: str) -> np.ndarray:
     return a
 
 
-# ---------------------------------------------------------------------------------------------
-# Array frames
-# ---------------------------------------------------------------------------------------------
+# --- array frames ---
 
 
 def decode_arrays(
-    kind: str,
-    specs: object,
-    frames: Sequence[Buffer],
-    limits: Limits,
-    fixed: dict[str, str] | None,
+    kind: str, specs: object, frames: Sequence[Buffer], limits: Limits, fixed: dict[str, str] | None
 ) -> dict[str, np.ndarray]:
     """Array frames as read-only views; `fixed` maps each required name to its dtype."""
     if type(specs) is not list:

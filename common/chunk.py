@@ -18,15 +18,13 @@
                         (common.levels.parse_levels order; 0 in a set of one). The policy never
                         sees it; the learner groups the update's statistics by it
 
-Truncation (no-progress cutoff) is not termination: only `terminated` zeroes the discount.
-An actor cuts at most one truncation per env and chunk (the learner refuses actors whose
-no_progress_steps is below its unroll length), so the truncation finals are dense, one per env.
+Truncation (no-progress cutoff) is not termination: only `terminated` zeroes the discount. An
+actor cuts at most one truncation per env and chunk (the learner refuses a no_progress_steps
+below its unroll length), so the truncation finals are dense, one per env.
 
-`LAYOUT` is the one declaration everything else is built from: the actor's chunk buffers, the
-wire's encoding and its dtype and shape checks, the learner's host and device copies, its batches,
-minibatches and replay storage. Every array has an env axis K, which the learner's batches turn
-into the sequence axis N. Adding an array is one line here plus the actor code that fills it.
-`check` holds the rules the learner relies on, each failure a ProtocolError naming the array.
+`LAYOUT` is the one declaration the actor's buffers, the wire's encoding and checks, and the
+learner's copies, batches and replay storage are built from; its env axis K becomes the learner's
+sequence axis N. `check` holds the rules the learner relies on, each failure a ProtocolError.
 """
 
 from __future__ import annotations
@@ -88,9 +86,7 @@ def new_arrays(sizes: Mapping[str, int], layout: Layout = LAYOUT) -> dict[str, n
     return {a.name: np.full(shape(a, sizes), a.fill, a.dtype) for a in layout}
 
 
-# ---------------------------------------------------------------------------------------------
-# Checks: the layout's dtypes and shapes, then the invariants the learner relies on
-# ---------------------------------------------------------------------------------------------
+# --- checks: the layout's dtypes and shapes, then the invariants the learner relies on ---
 
 
 def check(arrays: dict[str, np.ndarray], layout: Layout = LAYOUT) -> None:

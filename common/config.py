@@ -4,10 +4,10 @@ Each process has one flat `@dataclass(frozen=True)`; every field is typed, defau
 documented in one line, e.g. `lr: Positive = option(3e-4, "Adam step size")`. A number's bounds
 are part of its type, `Annotated[float, Gt(0), Le(1)]` (Ge: >=, Gt: >, Le: <=, Lt: <); the named
 types below (Positive, PositiveInt, ...) spell the common ones.
-The class may define `problems(self) -> list[str]`: every cross-field violation, each saying what
-to change; and `RETIRED: ClassVar[dict[str, str]]`: former fields, each with the message that a
-flag or key still naming it gets. Field types: bool, int, float, str, Literal[...] of str or int,
-`X | None` of those (not bool), and tuple[E, ...] / list[E] with E one of int, float, str.
+The class may define `problems(self) -> list[str]`, every cross-field violation, each saying what
+to change, and `RETIRED: ClassVar[dict[str, str]]`, former fields with the message that a flag or
+key still naming one gets. Field types: bool, int, float, str, Literal[...] of str or int, `X |
+None` of those (not bool), and tuple[E, ...] / list[E] with E one of int, float, str.
 
 Precedence, lowest first: field defaults, the `--config` TOML file, command-line flags.
 
@@ -16,16 +16,12 @@ Precedence, lowest first: field defaults, the `--config` TOML file, command-line
     --levels 1-1,4-2                sequences, comma-separated; an empty string is empty
     --max-steps none                `none` sets an optional field to None
 
-Flags must be spelled out in full (no prefix abbreviations). A TOML file holds one table per
-process, named after its `prog` (`[learner]`, `[actor]`), so one file can serve both; its keys are
-field names (snake_case; dashes also accepted). A process reads only its own table: a top-level
-key, which every process would read, is refused. TOML has no null: leave an optional key out to
-keep its default.
-
-Every problem (unknown keys and flags, wrong types, values out of bounds, an unreadable file,
-then `problems()` on the instance built from the values that were valid) is collected before
-failing, so one run shows them all. The command line, TOML files and `from_dict` share one
-validation path, `_build`.
+Flags are spelled out in full (no abbreviations). A TOML file holds one table per process, named
+after its `prog` (`[learner]`, `[actor]`), with field names as keys (dashes also accepted); a
+top-level key, which every process would read, is refused. TOML has no null: leave an optional
+key out to keep its default. Every problem (unknown keys and flags, wrong types, values out of
+bounds, an unreadable file, then `problems()`) is collected before failing, so one run shows them
+all; the command line, TOML files and `from_dict` share one validation path, `_build`.
 """
 
 from __future__ import annotations
@@ -114,9 +110,8 @@ def option(default: Any, help: str) -> Any:
 
 
 def load[T](cls: type[T], argv: Sequence[str] | None, *, prog: str, description: str) -> T:
-    """Parse `argv` (None: sys.argv[1:]) and its `--config` file into a validated `cls`.
-
-    Prints every problem to stderr and raises SystemExit(2) if there is any."""
+    """Parse `argv` (None: sys.argv[1:]) and its `--config` file into a validated `cls`; print
+    every problem to stderr and raise SystemExit(2) if there is any."""
     parser = _parser(cls, prog, description)
     namespace, extra = parser.parse_known_args(argv)
     flags = vars(namespace)

@@ -4,8 +4,7 @@ With CURVE on, every byte between learner and actors is encrypted, and the learn
 accepts only actors whose public key sits in its allow-list, on both of its sockets: an unknown
 key can neither send chunks to the ROUTER nor receive weights from the PUB.
 
-Key layout (what `make keys` (python -m scripts.service keys) writes; each process's `--curve-dir` is one of
-these directories):
+Key layout (what `make keys` writes; each process's `--curve-dir` is one of these directories):
 
     KEYS/learner/learner.key_secret        the learner's key pair (mode 0600)
     KEYS/learner/learner.key               its public key

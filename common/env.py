@@ -2,28 +2,20 @@
 
 An agent step repeats the action for `frame_skip` NES frames (one nes-py `step` is one frame),
 sums the rewards, and returns the pixel-wise max of the last two frames (the NES draws some sprites
-on alternate frames), converted to grayscale by nes-py itself and resized to `frame_size` (a 2x2 box filter,
-then bilinear). Frame
-stacking is not done here: a frame is produced, sent and stored once, and `common.stacking` builds
-stacks wherever they are needed.
-
-The game has no practical time limit, so an episode is truncated (not terminated) after
-`no_progress_steps` agent steps without a new maximum x position.
-
-A step's training reward is the game's plus `flag_bonus` at the flag or minus `death_penalty` at
-a death; the learner scales it in its loss (its `--loss-reward-scale`), not here.
+on alternate frames), in nes-py's grayscale, resized to `frame_size` (a 2x2 box filter, then
+bilinear). Frames are not stacked here: `common.stacking` builds stacks wherever they are needed.
+An episode is truncated (not terminated) after `no_progress_steps` agent steps without a new
+maximum x. A step's training reward is the game's plus `flag_bonus` at the flag or minus
+`death_penalty` at a death; the learner scales it in its loss (`--loss-reward-scale`), not here.
 
 NES Mario is deterministic, so a policy could pass by replaying one memorised button sequence.
-Two perturbations from the Atari benchmarks (Machado et al. 2018) make that impossible, for
-training and for evaluation: `sticky_actions` (each NES frame repeats the buttons of the frame
-before with that probability, instead of the agent's) and `noop_max` (each episode starts after
-0 to `noop_max` agent steps with no buttons pressed, the number drawn uniformly).
+Two perturbations from the Atari benchmarks (Machado et al. 2018) prevent that: `sticky_actions`
+(each NES frame repeats the buttons of the frame before with that probability) and `noop_max`
+(each episode starts after 0 to `noop_max` agent steps with no buttons pressed, drawn uniformly).
 
-Levels are either a set of Super Mario Bros stages ("1-1", "1-1,1-2", "world:1", "all"; see
-`common.levels`) or one Gymnasium id (anything else, e.g. "tests.fakes:Corridor-v0"), so tests can
-run a small env with the same observation format. An env with a set of stages draws the level of
-each episode at its reset and keeps one emulator per level it has played (~0.6 MiB each), built
-the first time that level is drawn.
+Levels are a set of Super Mario Bros stages ("1-1,1-2", "world:1", "all"; `common.levels`) or one
+Gymnasium id (anything else, e.g. "tests.fakes:Corridor-v0", for tests). An env draws each
+episode's level at its reset and keeps one emulator per level played (~0.6 MiB each).
 
 Envs in one process are built strictly one after another (`build_envs`): building NES emulators in
 parallel is what made the previous trainer hang. Each build is timed, logged, retried with backoff,
@@ -74,19 +66,14 @@ class Step(NamedTuple):
 
 
 def signed_x(raw: int) -> int:
-    """Mario's x in the level from the game's 16-bit page:pixel pair, read as signed. The game
-    takes it below zero (page 0xFF) where it moves Mario back, as in 4-4's loops: read unsigned,
-    that is an x near 65,535, many times any level's length (8-1 runs past 5,000), which would
-    count as the furthest point of the episode."""
+    """Mario's x from the game's 16-bit page:pixel pair, read as signed: the game takes it below
+    zero (page 0xFF) where it moves Mario back (4-4's loops), which unsigned would be a max x."""
     return raw - 0x10000 if raw >= 0x8000 else raw
 
 
 def _make_mario(world: int, stage: int) -> Any:
-    """The nes-py Super Mario Bros stage env, its info dict cut down to what training reads.
-
-    `_get_info` is NESEnv's subclass hook; the full dict costs ~5% of emulation time per frame.
-    Imported here so that processes without emulators (the learner) never load nes-py.
-    """
+    """The nes-py stage env, its info dict (NESEnv's `_get_info` hook) cut to what training reads:
+    the full dict costs ~5% of emulation time. Imported here: the learner never loads nes-py."""
     from gym_super_mario_bros import SuperMarioBrosEnv
 
     class LeanSuperMarioBrosEnv(SuperMarioBrosEnv):
@@ -108,12 +95,10 @@ class FrameEnv:
         on_level_failed: Callable[[], object] = lambda: None,
         build_retries: int = 2,
     ):
-        """`seed` drives the draw of each episode's level from the set, the sticky actions and the
-        no-op starts; `on_level_built(seconds)` is called for every emulator built after the
-        first (the first, of the first episode's level, drawn here, is part of this constructor,
-        which `build_envs` times), each under a `watchdog` of `build_timeout_s`, retried
-        `build_retries` times after a failure (each one reported by `on_level_failed()`) before
-        EnvBuildError."""
+        """`seed` drives the level draw, sticky actions and no-op starts. Each emulator built after
+        the first (which this constructor builds) is reported to `on_level_built(seconds)`, built
+        under a `watchdog` of `build_timeout_s` and retried `build_retries` times after a failure
+        (each reported to `on_level_failed()`) before EnvBuildError."""
         problems = spec.problems()
         if problems:
             raise ValueError("invalid env spec: " + "; ".join(problems))
@@ -301,19 +286,15 @@ class FrameEnv:
 
 @contextmanager
 def watchdog(timeout_s: float, what: str) -> Iterator[None]:
-    """End the process with WATCHDOG_EXIT_CODE and every thread's traceback if the block overruns.
-
-    A hung native call cannot be interrupted from Python, so a timer thread reports and exits;
-    faulthandler's C thread backs it up a few seconds later in case the hang holds the GIL.
-    """
+    """End the process with WATCHDOG_EXIT_CODE and every thread's traceback if the block overruns:
+    a timer thread (a hung native call cannot be interrupted), backed up by faulthandler's C
+    thread a few seconds later in case the hang holds the GIL."""
 
     def expire() -> None:
         log.critical(
             "%s did not finish within its %.0f s budget; exiting so a supervisor can restart "
-            "this process (raise the build timeout if this machine is just slow)",
-            what,
-            timeout_s,
-        )
+            "this process (raise the build timeout if this machine is just slow)", what, timeout_s,
+        )  # fmt: skip
         faulthandler.dump_traceback(all_threads=True)
         os._exit(WATCHDOG_EXIT_CODE)
 
@@ -344,15 +325,11 @@ def build_envs(
     seed: int | tuple[int, ...] = 0,
     between: Callable[[], object] = lambda: None,
 ) -> list[FrameEnv]:
-    """Build `count` envs one after another, each reset once, timed and logged; `on_built(s)` is
-    called with each env's build time (and each emulator an env builds later, for a level of its
-    set it had not played), `on_failed()` at each failed attempt (for metrics), `between()` after
-    each env, in the caller's thread (an actor keeps its link to the learner alive). Env i draws
-    its levels with the seed (*seed, i).
-
-    A build that raises is retried `retries` times with exponential backoff, then EnvBuildError;
-    a build (or reset) that takes longer than `timeout_s` ends the process (see `watchdog`).
-    """
+    """Build `count` envs one after another, each reset once, timed and logged; `on_built(s)` gets
+    each env's (and each later emulator's) build time, `on_failed()` each failed attempt,
+    `between()` runs after each env in the caller's thread (an actor keeps its link alive). Env i
+    seeds with (*seed, i). A build that raises is retried `retries` times with exponential
+    backoff, then EnvBuildError; one over `timeout_s` ends the process (`watchdog`)."""
     envs: list[FrameEnv] = []
     for i in range(count):
         for attempt in range(retries + 1):
@@ -374,12 +351,8 @@ def build_envs(
                 wait = backoff_s * 2**attempt
                 log.warning(
                     "env %d build attempt %d failed (%s: %s); retrying in %.1f s",
-                    i,
-                    attempt + 1,
-                    type(exc).__name__,
-                    exc,
-                    wait,
-                )
+                    i, attempt + 1, type(exc).__name__, exc, wait,
+                )  # fmt: skip
                 time.sleep(wait)
                 continue
             seconds = time.perf_counter() - start

@@ -1,29 +1,19 @@
 """Every Prometheus metric of the learner, the actors and the evaluator, and the exporter.
 
-Each process builds its own `CollectorRegistry` (the global default registry is never used), so
-tests can build several in one process, and serves it with `serve(registry, host, port)`:
-
-    metrics = LearnerMetrics(levels=["1-1"])
-    server = serve(metrics.registry, "0.0.0.0", 9100)
-    metrics.updates.inc()
-    ...
-    server.close()
-
-Each class declares its metrics as a table, one row per metric: the attribute it is reached by
-(named without the `mario_` prefix and the `_total` suffix: `updates` is
-`mario_learner_updates_total`), its prometheus_client class, name, help, labels and buckets, and
-the learner's other outputs it reaches, read from this table by their writers:
+Each process builds its own `CollectorRegistry` (never the global one, so tests can build several)
+and serves it with `serve(registry, host, port)`. Each class declares its metrics as a table, one
+row per metric: the attribute it is reached by (`updates` is `mario_learner_updates_total`), its
+prometheus_client class, name, help, labels and buckets, and the learner's other outputs it
+reaches, read from this table by their writers:
 
 - `row`: its key in RUN/metrics.jsonl (learner/telemetry.py); a gauge labelled by level sits in
-  the row's {"levels": {level: {key: value}}}, one of another label maps each value it writes to
-  a key ({"total": "total_loss"});
+  the row's {"levels": {level: {key: value}}}, one of another label maps each value to a key;
 - `tag`: its TensorBoard scalar (learner/tensorboard.py), "{label}" filled in per value;
-- `status`: its field of the one-line status (common/status.py), in table order: a format of its
-  value now, or for a histogram of its mean over the status window.
+- `status`: its field of the status line (common/status.py): a format of its value now, or for
+  a histogram of its mean over the status window.
 
-Only gauges reach metrics.jsonl and TensorBoard: a row holds the numbers of one moment, which
-the train loop sets with `LearnerMetrics.record` (a figure it has not got is None there: null in
-the row, left out of TensorBoard, its gauge left as it was).
+Only gauges reach metrics.jsonl and TensorBoard, set by the train loop with
+`LearnerMetrics.record` (a figure it has not got is null in the row and left out of TensorBoard).
 
 Conventions: every name starts with `mario_`; values are in base units (`_seconds`, `_bytes`);
 ratios are 0-1; counters end in `_total` (prometheus_client appends it, so a Counter is declared
@@ -31,9 +21,6 @@ without it); labels take a small closed set of values. The actor id is a Prometh
 set by the scrape config, never a metric label. Known label values are created up front so that
 `rate()` sees a series from zero, not from its first increment; pass `levels` to do the same for
 the per-level series.
-
-The loops set these numbers as they run; the learner's GPU telemetry (learner/gpu.py) is read
-from NVML at scrape time instead.
 """
 
 from __future__ import annotations
@@ -82,9 +69,7 @@ ENV_BUILD_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 REPLAY_SAMPLE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1)
 
 
-class _M(NamedTuple):
-    """One row of a metrics table."""
-
+class _M(NamedTuple):  # one row of a metrics table
     attr: str
     kind: type[MetricWrapperBase]  # Counter, Gauge, Histogram or Info
     name: str
@@ -96,8 +81,7 @@ class _M(NamedTuple):
     status: str = ""  # status-line field: a format of the value, e.g. "actors {:.0f}"
 
 
-# A figure of the train loop's record: a gauge's value, or {label value: value} for a gauge of
-# one label; None: no figure (none yet, or not this time).
+# A gauge's figure, {label value: figure} for a gauge of one label; None: no figure this time.
 Figure = float | None | Mapping[str, float | None]
 
 
@@ -112,8 +96,7 @@ def _check_outputs(table: tuple[_M, ...]) -> tuple[_M, ...]:
 
 
 class _Metrics:
-    """Builds the subclass's TABLE into `registry` (a fresh one by default), one attribute per
-    row, with every known label value created."""
+    """Builds TABLE into `registry` (a fresh one by default), with every known label value."""
 
     TABLE: tuple[_M, ...] = ()
 
@@ -135,8 +118,7 @@ class LearnerMetrics(_Metrics):
     # fmt: off
     TABLE = _check_outputs((
         # --- throughput ---
-        # Counters count this process's work from 0; the run's totals, resumed from the checkpoint,
-        # are the gauges mario_policy_version (updates) and mario_learner_run_*.
+        # Counters count this process's work from 0; the run's totals, resumed, are gauges.
         _M("agent_steps_per_second", Gauge, "mario_learner_agent_steps_per_second", "Fresh agent steps used per second, recently.", row="agent_steps_per_s", tag="throughput/agent_steps_per_s", status="{:7.0f} steps/s"),
         _M("updates", Counter, "mario_learner_updates", "Optimizer updates by this process (the run's: policy version).", status="updates {:7.0f}"),
         _M("env_frames", Counter, "mario_learner_env_frames", "NES frames of the fresh agent steps this process consumed."),
@@ -228,9 +210,8 @@ class LearnerMetrics(_Metrics):
         self.build_info.info({"version": version, "device": device, "arch": platform.machine()})
 
     def record(self, figures: Mapping[str, Figure]) -> dict[str, Figure]:
-        """Set the gauges of `figures` ({attr: figure}) and return the numbers of a metrics.jsonl
-        row and its TensorBoard scalars: every gauge that names a row key or a tag, by attr, as
-        `figures` gives it (None kept) or else as it stands."""
+        """Set the gauges of `figures` ({attr: figure}); return every gauge that names a row key
+        or a tag, by attr, as `figures` gives it (None kept) or else as it stands."""
         table = {m.attr: m for m in self.TABLE}
         for attr, figure in figures.items():
             if table[attr].kind is not Gauge:  # KeyError: not declared
@@ -268,8 +249,7 @@ class LearnerMetrics(_Metrics):
         length_steps: int,
         progress: float | None = None,
     ) -> None:
-        """Record one finished episode in the per-level histograms and the episode counter;
-        `progress` None (a level of unknown length) is left out of its histogram."""
+        """One finished episode; `progress` None (a level of unknown length) is left out."""
         if progress is not None:
             self.episode_progress.labels(level).observe(progress)
         self.episode_return.labels(level).observe(episode_return)
@@ -377,17 +357,14 @@ def _outcome(outcome: str) -> str:
 def add_process_metrics(
     registry: CollectorRegistry, role: str, run_id: str = "", run_dir: str = ""
 ) -> None:
-    """Add who serves the page (`ProcessMetrics`) and the standard `process_*` and `python_*`
-    metrics (CPU, memory, GC), which keep the names Prometheus tooling expects."""
+    """Add `ProcessMetrics` and the standard `process_*` and `python_*` metrics (CPU, memory, GC)."""
     info = {"role": role, "pid": str(os.getpid()), "run_id": run_id, "run_dir": run_dir}
     ProcessMetrics(registry).process.info(info)
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
 
 
-# ---------------------------------------------------------------------------------------------
-# Exporter
-# ---------------------------------------------------------------------------------------------
+# --- exporter ---
 
 
 @dataclass(frozen=True)
@@ -409,10 +386,8 @@ class MetricsPortError(RuntimeError):
 
 
 def serve(registry: CollectorRegistry, host: str, port: int) -> MetricsServer:
-    """Serve `registry` over HTTP at http://host:port/metrics from a daemon thread.
-
-    MetricsPortError, saying which flag to change, when the address cannot be bound.
-    """
+    """Serve `registry` at http://host:port/metrics from a daemon thread (MetricsPortError,
+    naming the flag to change, when the address cannot be bound)."""
     try:
         server, thread = start_http_server(port, addr=host, registry=registry)
     except OSError as exc:

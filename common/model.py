@@ -5,36 +5,28 @@ Input: uint8 stacked frames [B, S, H, W] (S = 4, H = W = 84) and, as in IMPALA (
 an episode). Output: policy logits [B, A] and state value [B], and with a recurrent core its new
 state [B, C].
 
-The recurrent core (`ModelSpec.core`, "none" by default): an LSTM or GRU cell of `core_size`
-units between the trunk and the heads, as IMPALA's agents have one. Its input is the trunk's
-hidden layer, which already holds the previous action. Its state [B, C] (C = `state_size`: 2 x
-core_size for the LSTM, h then c; core_size for the GRU; 0 without a core) is zero at an
-episode's first step. An actor keeps one state per env, and each chunk carries the state its
-first step started from, so the learner can unroll the core over the chunk as the actor did
-(`core_unroll`, resetting it where an episode starts inside the chunk).
+The recurrent core (`ModelSpec.core`, "none" by default), as IMPALA's agents have one: an LSTM or
+GRU cell of `core_size` units between the trunk (which already holds the previous action) and the
+heads. Its state [B, C] (C = `state_size`: 2 x core_size for the LSTM, h then c; core_size for the
+GRU; 0 without a core) is zero at an episode's first step. Each chunk carries the state its first
+step started from, so the learner unrolls the core as the actor did (`core_unroll`).
 
 The previous action matters in Super Mario Bros: a held jump button must be released before it
-jumps again, and no stack of frames shows whether it is held. Its embedding is added to the
-trunk's hidden layer before the ReLU; it starts at zero, so an untrained network ignores it.
-
-Input normalisation: each pixel is standardised by the
-running mean and variance of that pixel over the frames trained on, kept as buffers that travel
-with the weights. Mario's frames are mostly a static gray background in which Mario and the
-enemies are a few pixels; with the background near zero the first layer sees what moves.
-Sample Factory normalises its inputs the same way; on 1-1 it roughly doubled the learning per
-frame (docs/lab/2026-11-input-norm-and-sample-reuse.md).
+jumps again, and no stack of frames shows it. Its embedding is added to the trunk's hidden layer
+before the ReLU, starting at zero. Input normalisation standardises each pixel by its running
+mean and variance over the frames trained on (buffers that travel with the weights), so that
+with the static background near zero the first layer sees what moves; on 1-1 it roughly doubled
+the learning per frame (docs/lab/2026-11-input-norm-and-sample-reuse.md).
 
 Three trunks:
 
-- "small" (default): the network of Mnih et al. 2013 and of A3C (Mnih et al. 2016: 16-8/4,
-  32-4/2, FC 256), ~3 M multiply-adds per observation. Its batched inference costs ~4% of an
-  agent step's emulation with warm caches and ~8% inside an actor's loop, where env stepping has
-  just evicted it (docs/PERFORMANCE.md).
-- "nature": the Nature-DQN CNN (Mnih et al. 2015: 32-8/4, 64-4/2, 64-3/1, FC 512), ~9 M
-  multiply-adds: about 2.5x the small net's CPU time.
+- "small" (default): Mnih et al. 2013 / A3C (16-8/4, 32-4/2, FC 256), ~3 M multiply-adds per
+  observation: ~4-8% of an agent step's emulation (docs/PERFORMANCE.md).
+- "nature": the Nature-DQN CNN (Mnih et al. 2015: 32-8/4, 64-4/2, 64-3/1, FC 512), ~2.5x the
+  small net's CPU time.
 - "resnet": the IMPALA deep ResNet (Espeholt et al. 2018, Fig. 3: sections of 16, 32, 32 channels,
-  each a conv, a 3x3/2 max-pool and two residual blocks, then FC 256). About 13x the CPU cost per
-  observation, so it is meant for learner-heavy configs with actors that have CPU to spare.
+  each a conv, a 3x3/2 max-pool and two residual blocks, then FC 256), ~13x the CPU cost: for
+  learner-heavy configs with actors that have CPU to spare.
 """
 
 from __future__ import annotations
@@ -70,10 +62,8 @@ class ModelSpec:
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelSpec:
-        """A spec as `to_wire` wrote it. FormerNetwork for a network of a former release without
-        the previous action or input normalisation (always on since): a spec that names either
-        as false, or one from before both (and the core) existed. A spec that names both as true
-        is this release's network."""
+        """A spec as `to_wire` wrote it; FormerNetwork for a former release's network without the
+        previous action or input normalisation: one naming either as false, or older than both."""
         d = dict(d)
         if "core" not in d:  # before the core, a spec lacking the two was built without them
             d = {"last_action": False, "input_norm": False, **d}
@@ -113,10 +103,8 @@ class FormerNetwork(ValueError):
     """A network spec of a former release that this release's network cannot load."""
 
 
-# Input normalisation: per-pixel moments over every frame seen, counted up to this many frames and
-# then an exponential average with weight batch / INPUT_NORM_MAX_COUNT (new parts of a level
-# change the moments); the std floor keeps pixels that never change (the HUD's letters) from
-# turning rare changes into huge inputs.
+# Input normalisation: per-pixel moments counted up to this many frames, then an exponential average
+# (new parts of a level change them); the std floor keeps rare changes of still pixels (HUD) small.
 INPUT_NORM_MAX_COUNT = 100_000.0
 INPUT_NORM_STD_FLOOR = 0.02
 
@@ -256,9 +244,9 @@ class ActorCritic(nn.Module):
         last_action: torch.Tensor | None = None,
         state: torch.Tensor | None = None,
     ) -> PolicyOutput:
-        """One step: frames [B, S, H, W] uint8 (or float already in [0, 1]); last_action [B]
-        int64 in [0, A], A = none, None meaning none for every row; state [B, C] the core's state before this step, None meaning zeros (an episode's
-        first step). Resetting the state where an episode starts is the caller's."""
+        """One step: frames [B, S, H, W] uint8 (or float in [0, 1]); last_action [B] int64 in
+        [0, A] (A or None: none); state [B, C] before this step (None: zeros, an episode's first
+        step). Resetting the state where an episode starts is the caller's."""
         x = self.features(frames, last_action)  # [B, F]
         if state is None:
             state = self.initial_state(x.shape[0], x.device)
@@ -283,12 +271,9 @@ class ActorCritic(nn.Module):
     def core_unroll(
         self, x: torch.Tensor, starts: torch.Tensor, state: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The core over L steps of N sequences, as the actor ran it step by step.
-
-        x: [L, N, F] trunk outputs; starts: [L, N] bool, step l starts an episode (the state is
-        zeroed before it); state: [N, C] the state before step 0 (zeroed too where starts[0]).
-        Returns the heads' input [L, N, F'] and the state after each step [L, N, C].
-        """
+        """The core over L steps of N sequences, as the actor ran it: x [L, N, F], starts [L, N]
+        bool (the state is zeroed before such a step), state [N, C] before step 0 -> the heads'
+        input [L, N, F'] and the state after each step [L, N, C]."""
         if self.core is None:
             return x, x.new_zeros(*x.shape[:2], 0)
         outs, states = [], []
@@ -304,10 +289,7 @@ class ActorCritic(nn.Module):
     ) -> torch.Tensor:
         """The trunk's output [B, F] (arguments as in `forward`): the heads' input without a
         core, the core's input with one."""
-        if frames.dtype == torch.uint8:
-            x = frames.float() * (1.0 / 255.0)
-        else:
-            x = frames.float()
+        x = frames.float() * (1.0 / 255.0) if frames.dtype == torch.uint8 else frames.float()
         # the static background goes to ~0; what moves stands out
         x = (x - self.input_mean) / (self.input_var.sqrt() + INPUT_NORM_STD_FLOOR)
         if last_action is None:

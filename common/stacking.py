@@ -18,15 +18,9 @@ STACK = 4
 
 
 def stack_frames(frames: torch.Tensor, first: torch.Tensor, stack: int = STACK) -> torch.Tensor:
-    """Stacks of `stack` consecutive frames, earlier episodes masked out.
-
-    Args:
-        frames: [N+stack-1, B, H, W] any dtype (uint8 on the wire).
-        first: [N+stack-1, B] bool, True where a frame starts an episode.
-        stack: frames per stack.
-    Returns:
-        [N, B, stack, H, W], same dtype and device as `frames`.
-    """
+    """Stacks of `stack` consecutive frames, earlier episodes masked out: frames [N+stack-1, B, H,
+    W] any dtype (uint8 on the wire), first [N+stack-1, B] bool (True where a frame starts an
+    episode) -> [N, B, stack, H, W], of the dtype and device of `frames`."""
     if frames.dim() != 4 or first.shape != frames.shape[:2]:
         raise ValueError(
             f"frames must be [N+{stack - 1}, B, H, W] and first [N+{stack - 1}, B]; "
@@ -49,19 +43,10 @@ def stack_frames(frames: torch.Tensor, first: torch.Tensor, stack: int = STACK) 
 def stack_newest(
     frames: np.ndarray, first: np.ndarray, out: np.ndarray | None = None
 ) -> np.ndarray:
-    """The one newest stack per env, in numpy: what `stack_frames` gives for N = 1.
-
-    The actor's per-step path: a handful of numpy calls instead of a dozen torch ops, which
-    matters because each step's inference runs with caches that env stepping just evicted
-    (docs/PERFORMANCE.md).
-
-    Args:
-        frames: [S, B, H, W] uint8, the last S frames of each env (oldest first).
-        first: [S, B] bool, True where a frame starts an episode.
-        out: optional [B, S, H, W] buffer to write into.
-    Returns:
-        [B, S, H, W], frames from before each env's newest episode start zeroed.
-    """
+    """The one newest stack per env, in numpy, as `stack_frames` gives it for N = 1: frames
+    [S, B, H, W] uint8 (each env's last S, oldest first), first [S, B], out an optional buffer ->
+    [B, S, H, W]. The actor's per-step path: a handful of numpy calls instead of a dozen torch
+    ops, on caches that env stepping just evicted (docs/PERFORMANCE.md)."""
     stack, batch = first.shape
     if out is None:
         out = np.empty((batch, stack, *frames.shape[2:]), frames.dtype)

@@ -3,12 +3,8 @@
 The learner prints it from its own registry and `make train` from the learner's /metrics page
 (plus each actor's credit wait, `actor_samples`), so both show exactly the numbers Prometheus
 and Grafana see. Samples are flattened to {"name" or "name{k=v,...}": value}, labels sorted.
-It opens with the fields the learner's metrics declare (common/metrics.py's `status`), then
-the window's episode figures, the eval actor's perturbed score against the best policy kept
-(`eval_summary`, when its samples are merged in: `eval_samples`), and ends with the Grafana
-dashboard's Bottleneck verdict over the same window (`verdict`). `read_page` also says who serves
-a page (its `mario_process_info`), so that `make train` reads only its own run's processes when
-another run holds a port it expected.
+`read_page` also says who serves a page (its `mario_process_info`), so that `make train` reads
+only its own run's processes when another run holds a port it expected.
 """
 
 from __future__ import annotations
@@ -70,8 +66,7 @@ class Owner(NamedTuple):
 
 
 class Page(NamedTuple):
-    """A /metrics page: its flattened samples, and who serves it (None: the page does not say,
-    so it is no process of this version of the project)."""
+    """A /metrics page: its flattened samples, and who serves it (None: no process of ours)."""
 
     samples: dict[str, float]
     owner: Owner | None
@@ -110,21 +105,18 @@ CREDIT_WAIT = "mario_actor_flow_control_wait_seconds_total"
 
 
 def actor_samples(samples: dict[str, float], actor_id: int) -> dict[str, float]:
-    """An actor's credit-wait counter from its flattened /metrics, labelled with its id so that
-    several actors' samples merge into the learner's (what Prometheus's target label does)."""
-    return (
-        {f"{CREDIT_WAIT}{{actor_id={actor_id}}}": samples[CREDIT_WAIT]}
-        if CREDIT_WAIT in samples
-        else {}
-    )
+    """An actor's credit-wait counter, labelled with its id (as Prometheus's target label does) to
+    merge into the learner's samples."""
+    if CREDIT_WAIT not in samples:
+        return {}
+    return {f"{CREDIT_WAIT}{{actor_id={actor_id}}}": samples[CREDIT_WAIT]}
 
 
 # The eval actor's score and its best policy's (common/metrics.py EvalMetrics, actor/best.py)
 EVAL_SCORE, EVAL_BEST = "mario_eval_score", "mario_eval_best_score"
 EVAL_BEST_VERSION = "mario_eval_best_policy_version"
-# "Well below the best": a score under this share of the best's. A window of 10 sampled episodes
-# per level has a standard error near 0.1 in mean progress at mid-range scores, so a fall of a
-# quarter from a best of 0.5 or more is rarely noise.
+# "Well below the best": under this share of it. 10 sampled episodes per level have a standard
+# error near 0.1 in mean progress, so a fall of a quarter from a best >= 0.5 is rarely noise.
 BELOW_BEST = 0.75
 
 
@@ -193,10 +185,8 @@ def verdict(now: dict[str, float], before: dict[str, float], window_s: float) ->
     | > 50%              | < 30%             | not full     | actor-bound     |
     | < 50%              | < 30%             | not full     | balanced        |
 
-    The learner's own registry has no actor metrics, and `make train` has them only for actors
-    whose /metrics it reads. Without any, the credit wait counts as low, as on the dashboard
-    (`or vector(0)`): the verdict then rests on the wait share and the queue alone, so an
-    actor-bound reading may be transport-bound (unlikely over loopback) and a balanced one may
+    Without actor samples (the learner's own registry has none) the credit wait counts as low, as
+    on the dashboard (`or vector(0)`): actor-bound may then be transport-bound, and balanced may
     hide actors blocked on credits.
     """
     ind = indicators(now, before, window_s)
@@ -240,9 +230,7 @@ def level_figures(now: dict[str, float], before: dict[str, float]) -> dict[str, 
     p_sum, p_count = delta("mario_episode_progress_sum"), delta("mario_episode_progress_count")
     return {
         lv: LevelFigures(
-            p_sum[lv] / p_count[lv] if p_count.get(lv, 0) > 0 else None,
-            flags.get(lv, 0.0) / n,
-            n,
+            p_sum[lv] / p_count[lv] if p_count.get(lv, 0) > 0 else None, flags.get(lv, 0.0) / n, n
         )
         for lv, n in sorted(episodes.items())
         if n > 0
@@ -273,8 +261,7 @@ def gpu_utilization(now: dict[str, float]) -> float | None:
 
 
 def planned(now: dict[str, float]) -> str:
-    """A planned run's env frames so far against its length (--train-frames); empty for an
-    endless one."""
+    """A planned run's env frames so far against its --train-frames; empty for an endless one."""
     goal = now.get("mario_learner_train_frames", 0)
     if not goal:
         return ""
@@ -312,19 +299,15 @@ def _field(template: str, value: float | None) -> str:
 
 
 def status_line(now: dict[str, float], before: dict[str, float], window_s: float) -> str:
-    """The declared fields (`declared_fields`: steps/s, updates, policy version, actors, and the
-    mean return and mean max x of the episodes that ended between the samples `before` and
-    `now`, taken `window_s` seconds apart); then those episodes' flag rate and progress per level
-    (`level_summary`), the eval actor's score against the best (`eval_summary`, with its samples),
-    the GPU's utilisation (on a GPU), a planned run's frames so far and the bottleneck verdict of
-    that window."""
+    """The declared fields over the samples `before` and `now`, `window_s` seconds apart; then
+    the flag rate, `level_summary`, `eval_summary`, the GPU's utilisation, `planned` and the
+    Bottleneck `verdict`."""
     episodes = _sum(now, "mario_episode_return_count") - _sum(before, "mario_episode_return_count")
     flags = _sum(now, "mario_episodes_total", "outcome=flag")
     flags -= _sum(before, "mario_episodes_total", "outcome=flag")
     flag_rate = f"{flags / episodes:6.1%}" if episodes > 0 else "     -"
     gpu = gpu_utilization(now)
     judged = eval_summary(now)
-
     return (
         "".join(f"{field} | " for field in declared_fields(now, before)) + f"flags {flag_rate} | "
         f"{level_summary(level_figures(now, before))} | "
@@ -337,11 +320,8 @@ def status_line(now: dict[str, float], before: dict[str, float], window_s: float
 
 
 class StatusWindow:
-    """The status line with its episode means over the last `window_s` seconds.
-
-    A line every few seconds would otherwise average the handful of episodes that ended since the
-    previous one. Until `window_s` has passed, the means cover everything since construction.
-    """
+    """The status line with its episode means over the last `window_s` seconds (since
+    construction, until then), not the handful of episodes since the previous line."""
 
     def __init__(self, window_s: float = 60.0, *, start: float | None = None):
         if window_s <= 0:

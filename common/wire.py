@@ -8,9 +8,8 @@ A message is a list of frames: one small msgpack header, then one raw buffer per
 
 Nothing is pickled: the header holds only msgpack scalars, lists and maps, and arrays travel as
 their raw bytes, so a corrupt or hostile peer can at worst make `decode` raise `ProtocolError`.
-This module never touches sockets: the transport only moves the frames.
-
-A chunk's arrays and their alignment are declared in common/chunk.py (`LAYOUT`).
+This module never touches sockets: the transport only moves the frames. A chunk's arrays and
+their alignment are declared in common/chunk.py (`LAYOUT`).
 
 Decoded arrays are read-only, zero-copy views of the received frames (possibly unaligned): copy
 them (`np.array(x)`, `torch.tensor(x)`) to mutate them or move them to pinned memory. Every
@@ -42,30 +41,9 @@ from common._wire_checks import (
     values_equal,
 )
 
-__all__ = [
-    "DEFAULT_LIMITS",
-    "PROTOCOL_VERSION",
-    "Chunk",
-    "Credit",
-    "EpisodeStats",
-    "Heartbeat",
-    "Limits",
-    "Message",
-    "ProtocolError",
-    "Refuse",
-    "Register",
-    "Weights",
-    "Welcome",
-    "WeightsRequest",
-    "decode",
-    "encode",
-]
-
-# 2: chunks carry last_actions; 3: the learner's Welcome carries the network and unroll length,
-# chunks carry dense truncation finals (final_t); 4: weights carry the level schedule's weights;
-# 5: chunks carry the recurrent core's state at step 0 (core_state); 6: chunks carry each step's
-# level (its index in the run's level set); 7: the Welcome carries the env spec, the registration
-# none (the learner owns every setting)
+# 2: chunks carry last_actions; 3: the Welcome the network and unroll length, chunks final_t; 4:
+# weights the level schedule's weights; 5: chunks core_state; 6: chunks each step's level; 7: the
+# Welcome carries the env spec, the registration none (the learner owns every setting)
 PROTOCOL_VERSION = 7
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
@@ -73,9 +51,7 @@ _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
 DEFAULT_LIMITS = Limits()
 
 
-# ---------------------------------------------------------------------------------------------
-# Messages
-# ---------------------------------------------------------------------------------------------
+# --- messages ---
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,9 +265,7 @@ def _messages_equal(a: Any, b: object) -> bool:
     return all(values_equal(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
 
 
-# ---------------------------------------------------------------------------------------------
-# Encode
-# ---------------------------------------------------------------------------------------------
+# --- encode ---
 
 
 def encode(msg: Message) -> list[bytes | memoryview]:
@@ -324,9 +298,8 @@ def encode(msg: Message) -> list[bytes | memoryview]:
 
 
 def with_seq(frames: list[bytes | memoryview], seq: int) -> list[bytes | memoryview]:
-    """An encoded Chunk's frames with another seq: the header re-packed, the array buffers
-    shared. For a sender that replays one chunk (a benchmark): the learner drops a seq it has
-    seen from the same process as a duplicate."""
+    """An encoded Chunk's frames with another seq (the array buffers shared), for a benchmark
+    that replays one chunk: the learner drops a seq it has seen as a duplicate."""
     header = msgpack.unpackb(frames[0], raw=False)
     if header.get("type") != Chunk.TYPE:
         raise ValueError(f"with_seq() takes an encoded chunk, got {header.get('type')!r}")
@@ -334,9 +307,7 @@ def with_seq(frames: list[bytes | memoryview], seq: int) -> list[bytes | memoryv
     return [msgpack.packb(header, use_bin_type=True), *frames[1:]]
 
 
-# ---------------------------------------------------------------------------------------------
-# Decode
-# ---------------------------------------------------------------------------------------------
+# --- decode ---
 
 _INTERNAL_ERROR = "internal error while decoding"
 
@@ -344,12 +315,9 @@ _INTERNAL_ERROR = "internal error while decoding"
 def decode(
     frames: Sequence[Buffer], limits: Limits = DEFAULT_LIMITS, layout: chunk.Layout = chunk.LAYOUT
 ) -> Message:
-    """Validate and decode one message; raises ProtocolError, and only that, if it is malformed.
-
-    Frames may be bytes, bytearray, memoryview or any buffer (e.g. zmq frames). Arrays are
-    read-only views of those buffers; sizes are checked against `limits` before anything is built.
-    A chunk must hold the arrays of `layout`.
-    """
+    """Validate and decode one message of any buffers (zmq frames too); raises ProtocolError, and
+    only that, if it is malformed. Sizes are checked against `limits` before anything is built; a
+    chunk must hold the arrays of `layout`."""
     try:
         return _decode(frames, limits, layout)
     except ProtocolError:

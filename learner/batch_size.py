@@ -1,16 +1,11 @@
 """How many chunks the next update trains on: what has arrived, between a floor and a ceiling.
 
-A fixed batch size fits only one speed ratio. A learner slower than its actors (CPU beside its
-actors) finds its queue full and should take a full batch, as many chunks as it can use; a fast
-learner (a GPU beside CPU actors) would otherwise sit idle until the last chunk of a big batch
-arrives, and one slow actor would hold up every update. So the train loop asks, as chunks arrive:
-
-- at least `min_chunks` queued: take them all, up to `max_chunks`;
-- fewer, but the loop has waited `wait_s` already: take what is there (at least one chunk), so
-  a slow or vanished actor never stalls training;
-- otherwise keep waiting.
-
-Pure: the train loop feeds it the queue depth and how long it has waited.
+A fixed batch size fits only one speed ratio: a learner slower than its actors finds its queue
+full and should take as many chunks as it can use; a fast one (a GPU beside CPU actors) would sit
+idle until the last chunk of a big batch arrives. So the train loop asks, as chunks arrive: at
+least `min_chunks` queued: take them all, up to `max_chunks`; fewer, but the loop has waited
+`wait_s` already: take what is there (at least one), so a slow or vanished actor never stalls
+training; otherwise keep waiting. Pure: fed the queue depth and how long the loop has waited.
 """
 
 from __future__ import annotations
@@ -25,13 +20,8 @@ class BatchSize(NamedTuple):
 
 
 def chunks_to_take(queued: int, size: BatchSize, waited_s: float) -> int:
-    """Chunks to take from the queue now; 0 means keep waiting.
-
-    Args:
-        queued: chunks in the ingest queue.
-        size: the batch-size limits.
-        waited_s: seconds the train loop has waited for this batch so far.
-    """
+    """Chunks to take from the queue now (`queued` in it, `waited_s` seconds waited for this
+    batch so far); 0 means keep waiting."""
     if queued >= size.min_chunks:
         return min(queued, size.max_chunks)
     if waited_s >= size.wait_s:

@@ -56,12 +56,8 @@ def unlock_run_dir(fd: int) -> None:
 
 
 def remove_stale_temps(run: RunDir) -> list[Path]:
-    """Delete the temp files of checkpoint writes that a crash interrupted; returns them.
-
-    Only the learner holding the run directory's lock writes there, so at its start every temp
-    file is a dead process's half-written checkpoint (or `latest`): never loaded, and left alone
-    it would cost a checkpoint's size of disk per crash.
-    """
+    """Delete the temp files of checkpoint writes that a crash interrupted; returns them. Only
+    the lock's holder writes there, so at its start every temp file is a dead process's."""
     stale = temp_files(run.checkpoints)
     for path in stale:
         path.unlink(missing_ok=True)
@@ -162,11 +158,8 @@ def resume(
     run: RunDir, learner: Learner, device: torch.device, levels: LevelStats | None = None
 ) -> Totals:
     """Load the run's newest checkpoint into `learner` (and the levels' bests into `levels`);
-    the run's totals (zero without one).
-
-    SystemExit, naming the flags to change, for a checkpoint of another network; SystemExit for
-    one of a former release (a network without the previous action or input normalisation, value
-    targets without PopArt), which this release cannot resume."""
+    the run's totals (zero without one). SystemExit, naming the flags to change, for one of
+    another network or of a former release (common/model.py's FORMER_SWITCHES, no PopArt)."""
     path = latest_path(run)
     if path is None:
         log.info("no checkpoint in %s: starting fresh", run.root)

@@ -108,12 +108,9 @@ class LearnerConfig:
 
     def model_spec(self) -> ModelSpec:
         return ModelSpec(
-            arch=self.arch,
-            num_actions=self.num_actions,
-            frame_size=self.frame_size,
-            core=self.core,
-            core_size=self.core_size,
-        )
+            arch=self.arch, num_actions=self.num_actions, frame_size=self.frame_size,
+            core=self.core, core_size=self.core_size,
+        )  # fmt: skip
 
     def batch_size(self) -> BatchSize:
         """The batch-size limits, with --batch-chunks N read as min = max = N."""

@@ -1,17 +1,9 @@
 """GPU telemetry for the learner's Prometheus registry, read from NVML (never by spawning nvidia-smi).
 
-Training-loop numbers are set by the loops as they run; GPU numbers are instead read from NVML at
-scrape time, inside `GpuCollector.collect()`. An NVML query is a driver call of a few
-microseconds, so reading on each scrape costs nothing and the values are never stale. The
-metrics (utilisation, memory used and installed, power) are declared in common/metrics.py's
-GPU_TABLE; this module only reads them.
-
-The `gpu` label is the NVML index, which ignores CUDA_VISIBLE_DEVICES; the learner reports the
-GPU it trains on, found by its UUID:
-
-    gpu = GpuCollector.create(device_uuid(device))
-    if gpu is not None:
-        registry.register(gpu)
+The metrics (common/metrics.py's GPU_TABLE) are read at scrape time, inside
+`GpuCollector.collect()`: an NVML query is a driver call of a few microseconds, so the values
+are never stale. The `gpu` label is the NVML index, which ignores CUDA_VISIBLE_DEVICES; the
+learner reports the GPU it trains on, found by its UUID (`GpuCollector.create(device_uuid(d))`).
 
 Nothing here raises for lack of a GPU: `create` returns None after one log line, and a read that
 fails during a scrape (a GPU fallen off the bus) drops that series and is logged once.

@@ -4,20 +4,15 @@ ROUTER on PORT: Register / Chunk / Heartbeat / WeightsRequest in; Welcome / Cred
 Weights / Heartbeat out. PUB on PORT+1: weight broadcasts. Only this thread touches the sockets;
 the train loop takes chunks from a bounded queue and hands encoded weights over through `publish`.
 
-A registration is answered with a Welcome that tells the actor what to build, the unroll length,
-the network (model spec) and the envs (env spec): the learner is the one source of every run
-setting. Credits bound the data in flight.
-The Welcome grants `credits_per_actor`; every chunk that arrives (accepted, stale, duplicate or malformed)
-earns its sender one credit back, but only while the queue has room: a full queue owes the
-credits and pays them as the train loop drains it. So actors stop sending instead of the learner
-queueing without bound. A chunk whose seq its actor process sent before (a duplicate) is
-dropped and counted, never trained on twice.
+The Welcome tells the actor what to build (unroll length, model spec, env spec: the learner is
+the one source of every run setting) and grants `credits_per_actor`. Every chunk that arrives
+earns its sender one credit back, but only while the queue has room (a full queue owes them), so
+actors stop sending instead of the learner queueing without bound.
 
-A chunk is refused (counted, its credit returned, nothing of it kept) when it cannot be decoded,
-its sender is not registered, it arrived before, its shape is not the run's, or it indexes
-another level set than the run's; its episodes then reach neither the metrics, the curves nor
-the level statistics. A stale chunk (of a policy more than `max_policy_lag` updates old) is not
-trained on, but its episodes were played by this run's envs and count.
+A chunk is refused (counted, its credit returned, nothing of it kept, its episodes nowhere) when
+it cannot be decoded, its sender is not registered, its seq was seen before (a duplicate), its
+shape is not the run's, or it indexes another level set. A stale chunk (of a policy more than
+`max_policy_lag` updates old) is not trained on, but its episodes were this run's and count.
 """
 
 from __future__ import annotations
@@ -124,11 +119,9 @@ class Ingest:
         self.episodes: deque[wire.EpisodeStats] = deque(maxlen=200)  # recent, for the status line
         # every episode since the last drain, for RUN/episodes.jsonl (deque: thread-safe ends)
         self._new_episodes: deque[tuple[float, int, wire.EpisodeStats]] = deque(maxlen=100_000)
-        # each actor process's newest chunk seq (by instance id, the newest SEQ_MEMORY kept): a
-        # chunk at or below it arrived before and is dropped as a duplicate
-        self._seqs: OrderedDict[str, int] = OrderedDict()
-        # instance id of an actor process replaced by a restart from its address -> the instance
-        # that replaced it: if the replaced one registers again, both are alive
+        self._seqs: OrderedDict[str, int] = OrderedDict()  # instance id -> newest chunk seq
+        # instance replaced by a restart from its address -> its replacement (both alive if it
+        # registers again)
         self._displaced: OrderedDict[str, str] = OrderedDict()
         self._weights: list | None = None  # newest encoded Weights
         self._to_publish: list | None = None
@@ -266,8 +259,7 @@ class Ingest:
         self._give_credit(info)
 
     def _give_credit(self, info: ActorInfo) -> None:
-        """One credit back for a message that spent one: granted now, or owed while the queue is
-        full."""
+        """One credit back for a message that spent one: now, or owed while the queue is full."""
         info.outstanding = max(0, info.outstanding - 1)
         if self._room() and not info.owed:
             self._send(info.identity, wire.Credit(credits=1, policy_version=self.policy_version()))
@@ -329,12 +321,10 @@ class Ingest:
         log.info("actor %d registered (%d envs)", msg.actor_id, msg.num_envs)
         self.metrics.actors_connected.set(len(self.actors))
         welcome = wire.Welcome(
-            credits=self.s.credits_per_actor,
-            policy_version=self.policy_version(),
-            unroll_length=self.s.unroll_length,
-            model_spec=self.s.model_spec,
+            credits=self.s.credits_per_actor, policy_version=self.policy_version(),
+            unroll_length=self.s.unroll_length, model_spec=self.s.model_spec,
             env_spec=self.s.env_spec.to_wire(),
-        )
+        )  # fmt: skip
         self._send(identity, welcome)
 
     def _duplicate(self, identity: bytes, msg: wire.Register, peer: str) -> str | None:
@@ -371,8 +361,7 @@ class Ingest:
         return None
 
     def _record_episodes(self, info: ActorInfo, chunk: wire.Chunk) -> None:
-        """The episodes a valid chunk reports, into the metrics, the curves and the level
-        statistics; a refused chunk's never get here."""
+        """A valid chunk's episodes, into the metrics, the curves and the level statistics."""
         for e in chunk.episodes:
             p = progress(e.level, e.max_x, e.flag)
             self.metrics.observe_episode(e.level, e.outcome, e.episode_return, e.max_x, e.length, p)
@@ -389,19 +378,15 @@ class Ingest:
                 log.warning(
                     "chunk %d of actor %d arrived again (newest seen: %d); dropped, and any more "
                     'counted in mario_learner_chunks_total{result="duplicate"}',
-                    chunk.seq,
-                    info.actor_id,
-                    newest,
-                )
+                    chunk.seq, info.actor_id, newest,
+                )  # fmt: skip
             self._give_credit(info)
             return
         self.metrics.ingest_bytes.inc(chunk.payload_bytes)
         want_shape = (
-            self.s.unroll_length,
-            self.s.env_spec.frame_size,
-            self.s.model_spec["num_actions"],
+            self.s.unroll_length, self.s.env_spec.frame_size, self.s.model_spec["num_actions"],
             self._state_size,
-        )
+        )  # fmt: skip
         got_shape = (chunk.unroll_length, chunk.frame_shape[0], chunk.num_actions, chunk.state_size)
         if got_shape != want_shape or chunk.frame_shape[0] != chunk.frame_shape[1]:
             self._refuse_chunk(

@@ -1,18 +1,11 @@
 """Per-level statistics of the training episodes.
 
 The learner keeps, for each level of the run's set, its newest WINDOW training episodes' progress
-(max x as a share of the level, `common.levels.progress`) and flags, which the metrics and the
-status line report. Actors draw each episode's level uniformly from the set.
-
-A collapse shows as a fall from the best: each level keeps the best mean progress and flag rate
-its window has had since the run began, counted only while the window is full (a few lucky first
-episodes are no best), and the fall of the window now below it (None until the window is full
-again). The bests go into the checkpoint (`bests`, `restore`), so a resumed run keeps them.
-
-A chunk names the level of each of its steps by its index in the run's set (the Welcome's env
-spec), by which the update reports each level's advantages and entropy.
-
-Thread-safe: `add` runs on the ingest thread, `summary` on the train loop's.
+(`common.levels.progress`) and flags, which the metrics and the status line report. A collapse
+shows as a fall from the best: each level keeps the best mean progress and flag rate of its full
+window since the run began (a few lucky first episodes are no best), and the fall of the window
+now below it (None until the window is full again); the checkpoint keeps the bests (`bests`,
+`restore`). Thread-safe: `add` runs on the ingest thread, `summary` on the train loop's.
 """
 
 from __future__ import annotations
@@ -86,15 +79,10 @@ class LevelStats:
         mean_progress = float(np.mean(prog)) if prog else None
         flag_rate = float(np.mean(flags)) if flags else None
         return LevelSummary(
-            self._episodes[level],
-            mean_progress,
-            flag_rate,
-            len(flags),
-            best.get("progress"),
-            best.get("flag_rate"),
-            _fall(best.get("progress"), mean_progress, prog),
+            self._episodes[level], mean_progress, flag_rate, len(flags), best.get("progress"),
+            best.get("flag_rate"), _fall(best.get("progress"), mean_progress, prog),
             _fall(best.get("flag_rate"), flag_rate, flags),
-        )
+        )  # fmt: skip
 
 
 def _full(window: deque) -> bool:

@@ -37,10 +37,7 @@ from learner.update import Hyper, Learner
 
 log = logging.getLogger("learner")
 
-# Weights go out after every update, but no more often than this (each actor applies only the
-# newest version it has)
-PUBLISH_INTERVAL_S = 0.5
-# Adam's epsilon
+PUBLISH_INTERVAL_S = 0.5  # weights go out after an update, but no more often than this
 ADAM_EPS = 1e-5
 
 
@@ -105,10 +102,8 @@ class TrainLoop:
                 f"--train-frames is {cfg.train_frames}: raise --train-frames (make train FRAMES=) "
                 "to train it on, or start a new run dir"
             )
-        # The counters count this process's work from 0, as Prometheus expects of a counter (one
-        # that restarted at the resumed total, lower than its last scrape whenever a crash lost
-        # updates, would read as a reset and rate() would jump by the whole total); the run's
-        # totals are gauges.
+        # the run's totals are gauges; counters count this process's work from 0 (one restarted at
+        # a resumed total below its last scrape would read as a reset, and rate() would jump)
         metrics.policy_version.set(self.learner.updates)
         metrics.run_env_frames.set(self.totals.env_frames)
         metrics.train_frames.set(cfg.train_frames)
@@ -123,52 +118,36 @@ class TrainLoop:
         )
         self.epochs = cfg.epochs
         self.batch_size = cfg.batch_size()
-        # Waiting means idle hardware only when the learner has a device of its own: a CPU
-        # learner's wait is CPU time its actors use on the same cores.
+        # only on a device of its own is waiting idle hardware (learner/reuse.py)
         self.adapt_epochs = cfg.max_epochs > cfg.epochs and self.device.type == "cuda"
 
     def _build_io(self) -> None:
         """The sockets (bound here), the weight publisher and the telemetry."""
         cfg, model_spec = self.cfg, self.model.spec.to_wire()
         settings = IngestSettings(
-            run_id=cfg.run_id,
-            env_spec=cfg.env_spec(),
-            model_spec=model_spec,
-            unroll_length=cfg.unroll_length,
-            credits_per_actor=cfg.credits_per_actor,
-            queue_chunks=cfg.queue_chunks,
-            max_policy_lag=cfg.max_policy_lag,
-            heartbeat_interval_s=cfg.heartbeat_interval_s,
-            actor_timeout_s=cfg.actor_timeout_s,
+            run_id=cfg.run_id, env_spec=cfg.env_spec(), model_spec=model_spec,
+            unroll_length=cfg.unroll_length, credits_per_actor=cfg.credits_per_actor,
+            queue_chunks=cfg.queue_chunks, max_policy_lag=cfg.max_policy_lag,
+            heartbeat_interval_s=cfg.heartbeat_interval_s, actor_timeout_s=cfg.actor_timeout_s,
             pin_memory=self.device.type == "cuda",
-        )
+        )  # fmt: skip
         context = zmq.Context.instance()
         if cfg.curve_dir:
             self.curve = curve.CurveServer.start(cfg.curve_dir, context)
             log.info("CURVE on: %d authorised actor keys", self.curve.authorized_keys)
         self.ingest = Ingest(
-            settings,
-            self.metrics,
-            lambda: self.learner.updates,
-            host=cfg.host,
-            port=cfg.port,
-            context=context,
-            socket_options=self.curve.socket_options if self.curve else None,
+            settings, self.metrics, lambda: self.learner.updates, host=cfg.host, port=cfg.port,
+            context=context, socket_options=self.curve.socket_options if self.curve else None,
             on_episode=lambda e: self.levels.add(e.level, e.max_x, e.flag),
-        )
+        )  # fmt: skip
         self.publisher = Publisher(
             self.ingest.publish, model_spec, self.metrics.weights_publish_cpu_seconds.inc
         )
         self.telemetry = Telemetry(
-            self.metrics,
-            self.run_dir,
-            self.learner,
-            self.mixer,
-            self.ingest,
-            cfg.status_interval_s,
-            self.levels,
+            self.metrics, self.run_dir, self.learner, self.mixer, self.ingest,
+            cfg.status_interval_s, self.levels,
             ScalarLog(self.run_dir.tensorboard) if cfg.tensorboard else None,
-        )
+        )  # fmt: skip
 
     def save_checkpoint(self) -> Path:
         config = config_io.to_dict(self.cfg)
@@ -186,8 +165,7 @@ class TrainLoop:
             n = chunks_to_take(self.ingest.queued(), size, waited)
             if n:
                 return self.ingest.take(n, timeout_s=0)  # only this loop takes: n are there
-            # wake for the min-th chunk (past the deadline: the first), the deadline, or every
-            # 0.2 s to notice a stop
+            # wake for the min-th chunk (past the deadline: the first), the deadline, or a stop
             left = size.wait_s - waited
             need = size.min_chunks if left > 0 else 1
             self.ingest.wait_queued(need, timeout_s=min(0.2, left) if left > 0 else 0.2)
@@ -223,14 +201,10 @@ class TrainLoop:
                 with self.metrics.replay_sample_seconds.time():
                     mixed = self.mixer.mix(batch, self.learner.updates)
                 batch = mixed.batch  # the fresh sequences, then the replayed ones
-            self.learner.set_learning_rate(
-                lr_schedule.learning_rate(
-                    cfg.learning_rate,
-                    self.totals.env_frames,
-                    cfg.lr_anneal_frames,
-                    cfg.lr_final_fraction,
-                )
-            )
+            self.learner.set_learning_rate(lr_schedule.learning_rate(
+                cfg.learning_rate, self.totals.env_frames, cfg.lr_anneal_frames,
+                cfg.lr_final_fraction,
+            ))  # fmt: skip
             stats = self.learner.step(batch, epochs=self.epochs)
             replayed = 0
             if mixed is not None:
@@ -242,13 +216,10 @@ class TrainLoop:
             self.telemetry.updated(stats, self.totals, steps, replayed, frames, compute_s)
             if self.adapt_epochs:
                 self.epochs = reuse.next_epochs(
-                    stats.epochs,
-                    self.reuse_limits,
-                    queued_chunks=self.ingest.queued(),
-                    batch_chunks=self.batch_size.max_chunks,
-                    wait_s=compute_start - wait_start,
+                    stats.epochs, self.reuse_limits, queued_chunks=self.ingest.queued(),
+                    batch_chunks=self.batch_size.max_chunks, wait_s=compute_start - wait_start,
                     compute_s=compute_s,
-                )
+                )  # fmt: skip
             now = time.monotonic()
             if now - last_publish >= PUBLISH_INTERVAL_S:
                 self.publisher.offer(self.learner.updates, self.model)

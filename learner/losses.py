@@ -53,8 +53,7 @@ def clipped_surrogate(log_ratio: Tensor, advantages: Tensor, clip: float) -> Sur
     return SurrogateReturns(loss, (clipped < unclipped).detach())
 
 
-# Group indices are a chunk's uint8 `level`: at most this many groups
-MAX_GROUPS = 256
+MAX_GROUPS = 256  # group indices are a chunk's uint8 `level`
 
 
 class GroupMoments(NamedTuple):
@@ -64,13 +63,8 @@ class GroupMoments(NamedTuple):
 
 
 def group_sums(values: Tensor, groups: Tensor, into: Tensor | None = None) -> Tensor:
-    """[3, MAX_GROUPS] float64: the count, sum and sum of squares of `values` within each group,
-    added to `into` (the sums so far, e.g. of earlier minibatches) when given.
-
-    Args:
-        values: [T, B] float.
-        groups: [T, B] integer group of each element, in [0, MAX_GROUPS).
-    """
+    """[3, MAX_GROUPS] float64: the count, sum and sum of squares of `values` [T, B] within each
+    group (`groups` [T, B] in [0, MAX_GROUPS)), added to `into` (earlier sums) when given."""
     v = values.detach().reshape(-1).double()
     terms = torch.stack([torch.ones_like(v), v, v * v])  # [3, T*B]
     if into is None:
@@ -88,14 +82,8 @@ def group_moments(sums: Tensor) -> GroupMoments:
 
 
 def normalize_advantages(advantages: Tensor, eps: float = 1e-8) -> Tensor:
-    """(A - mean A) / (std A + eps) over every element: the policy step's scale no longer depends
-    on the reward's (as PPO implementations and Sample Factory do per minibatch).
-
-    Args:
-        advantages: [T, B]; a lone element becomes 0.
-    Returns:
-        [T, B], detached.
-    """
+    """(A - mean A) / (std A + eps) over every element of `advantages` [T, B] -> [T, B] detached (a
+    lone element becomes 0): the policy step's scale no longer depends on the reward's."""
     adv = advantages.detach()
     if adv.numel() < 2:
         return torch.zeros_like(adv)

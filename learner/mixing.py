@@ -1,19 +1,16 @@
 """Mixing prioritized replay into the learner's batches, with a sample:insert rate limiter.
 
-Each update trains on the fresh sequences of B chunks plus a share of replayed sequences:
-n_replay = round(N_fresh * f / (1 - f)) for a replay fraction f. Replayed sequences keep their
-behaviour logits, so V-trace corrects them like any off-policy data, and their losses are
-weighted by the importance weights of prioritized sampling (Schaul et al. 2016). After the
-update, fresh sequences enter the buffer with the priorities this update computed for them and
-the replayed ones get theirs refreshed (priority = mean |v_s - V(x_s)| over the sequence).
+Each update trains on the fresh sequences of B chunks plus n_replay = round(N_fresh * f / (1 - f))
+replayed ones for a replay fraction f. Replayed sequences keep their behaviour logits, so V-trace
+corrects them like any off-policy data, and their losses are weighted by prioritized sampling's
+importance weights. After the update, fresh sequences enter the buffer with the priorities this
+update computed and the replayed ones get theirs refreshed (mean |v_s - V(x_s)|).
 
-Rate limiter (after Reverb's SampleToInsertRatio): the ratio of sequences sampled to sequences
-inserted may not exceed `max_sample_insert_ratio`. When a batch would exceed it, or the buffer
-holds fewer than `min_size` sequences, the learner **skips** replay for that batch and trains on
-fresh data alone; it never blocks waiting for data to replay, and each skip is counted.
-
-A run chooses whether to replay and how much (--replay-capacity, --replay-fraction); the rest are
-the constants below, PER's (Schaul et al. 2016, Sec. 3.4) and the limiter's.
+Rate limiter (after Reverb's SampleToInsertRatio): sequences sampled per sequence inserted may not
+exceed `max_sample_insert_ratio`. A batch that would exceed it, or a buffer of fewer than
+`min_size` sequences, **skips** replay (counted) and trains on fresh data alone: never a block.
+A run sets --replay-capacity and --replay-fraction; the rest are the constants below (PER's,
+Schaul et al. 2016 Sec. 3.4, and the limiter's).
 """
 
 from __future__ import annotations
@@ -70,13 +67,10 @@ class ReplayMixer:
         )
         replay = PrioritizedReplay(cfg.replay_capacity, ALPHA, BETA, device)
         return cls(
-            replay,
-            fraction=cfg.replay_fraction,
-            max_sample_insert_ratio=MAX_SAMPLE_INSERT_RATIO,
-            min_size=min(MIN_SIZE, cfg.replay_capacity),
-            beta0=BETA,
+            replay, fraction=cfg.replay_fraction, max_sample_insert_ratio=MAX_SAMPLE_INSERT_RATIO,
+            min_size=min(MIN_SIZE, cfg.replay_capacity), beta0=BETA,
             beta_anneal_updates=BETA_ANNEAL_UPDATES,
-        )
+        )  # fmt: skip
 
     @property
     def sample_insert_ratio(self) -> float:

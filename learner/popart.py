@@ -18,9 +18,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-# The step size of the target moments: each optimizer step moves them 0.3% of the way to its
-# targets' moments
-BETA = 3e-3
+BETA = 3e-3  # each optimizer step moves the moments 0.3% of the way to its targets' moments
 
 
 class Stats(NamedTuple):
@@ -48,8 +46,7 @@ def update_stats(stats: Stats, targets: Tensor, beta: float) -> Stats:
         raise ValueError(f"beta must be in (0, 1], got {beta}")
     t = targets.detach().float()
     return Stats(
-        (1 - beta) * stats.mean + beta * t.mean(),
-        (1 - beta) * stats.mean_sq + beta * (t**2).mean(),
+        (1 - beta) * stats.mean + beta * t.mean(), (1 - beta) * stats.mean_sq + beta * (t**2).mean()
     )
 
 

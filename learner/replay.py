@@ -9,17 +9,11 @@ Sampling follows proportional prioritisation (Schaul et al. 2016, "Prioritized E
 Replay", Eq. 1 and Sec. 3.4): P(i) = p_i^α / Σ_k p_k^α, importance weights
 w_i = (N·P(i))^−β normalised by the largest sampled weight.
 
-Storage choices:
-- Raw priorities p (clamped to ≥ eps) are stored as float32 ``[capacity]``; α is applied at sample
-  time. That pass is O(size), the same order as the cumulative sum inside ``torch.multinomial``,
-  so caching p^α would save nothing asymptotically, and ``priority_quantiles`` reports p itself.
-- The priority given to new sequences is a running maximum over every priority ever assigned,
-  starting at 1.0 (as in Schaul et al. and the OpenAI baselines buffer). It is a 0-dim device
-  tensor, so it never forces a host sync; it does not fall when its sequence is evicted.
-- ``add``, ``sample`` and ``update_priorities`` never synchronise with the device: every quantity
-  the host needs (size, ring cursor) is a Python int the host already knows.
-
-Not thread-safe: one thread (the learner's) owns a buffer.
+Raw priorities p (clamped to ≥ eps) are stored as float32 ``[capacity]`` and α applied at sample
+time (an O(size) pass, like ``torch.multinomial``'s own cumulative sum). New sequences get the
+running maximum of every priority assigned, from 1.0 (Schaul et al.; OpenAI baselines), a 0-dim
+device tensor that never falls. ``add``, ``sample`` and ``update_priorities`` never synchronise
+with the device. Not thread-safe: one thread (the learner's) owns a buffer.
 """
 
 from __future__ import annotations
@@ -31,10 +25,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-# torch.multinomial and torch.quantile refuse inputs with more than 2^24 entries.
-MAX_CAPACITY = 2**24
-# check_fits leaves this fraction of free memory unused.
-HEADROOM_FRACTION = 0.10
+MAX_CAPACITY = 2**24  # torch.multinomial and torch.quantile refuse more entries
+HEADROOM_FRACTION = 0.10  # of free memory, which check_fits leaves unused
 
 
 class ReplayCapacityError(ValueError):
@@ -56,15 +48,10 @@ class ReplaySample(NamedTuple):
 
 
 class PrioritizedReplay:
-    """A ring buffer of whole sequences with proportional prioritised sampling.
-
-    Args:
-        capacity: number of sequences held; the oldest is overwritten first (FIFO).
-        alpha: priority exponent α ≥ 0 (0 = uniform sampling).
-        beta: importance-sampling exponent β in [0, 1]; settable, the learner anneals it to 1.
-        device: where storage and priorities live.
-        eps: floor applied to every priority so no sequence becomes unsampleable.
-    """
+    """A ring buffer of `capacity` whole sequences (the oldest overwritten first) with
+    proportional prioritised sampling: α ≥ 0 the priority exponent (0 = uniform), β in [0, 1] the
+    importance-sampling exponent (settable: the learner anneals it to 1), eps the priority floor
+    that keeps every sequence sampleable."""
 
     def __init__(
         self,
@@ -97,7 +84,6 @@ class PrioritizedReplay:
         self._cursor = 0  # next slot to write
         self._size = 0
 
-    # ------------------------------------------------------------------ properties
     @property
     def capacity(self) -> int:
         return self._capacity
@@ -123,21 +109,12 @@ class PrioritizedReplay:
             raise ValueError(f"beta={value}: set the importance-sampling exponent within [0, 1]")
         self._beta = float(value)
 
-    # ------------------------------------------------------------------ add
     def add(self, batch: Mapping[str, Tensor], priorities: Tensor | None = None) -> Tensor:
-        """Store N sequences; return the slots they went to, ``[min(N, capacity)]`` int64.
-
-        Args:
-            batch: field name -> tensor ``[N, *per_sequence_shape]``. The first call fixes the
-                field names, per-sequence shapes and dtypes; later calls must match them.
-            priorities: ``[N]`` initial priorities, or None to give each new sequence the
-                running maximum priority.
-
-        If N > capacity only the last ``capacity`` sequences are kept, exactly as if they had
-        been added one at a time; ``slots[i]`` then holds batch row ``N - capacity + i``.
-        Host tensors are copied with ``non_blocking=True``: if they are pinned, do not
-        overwrite them until the device has consumed the copy.
-        """
+        """Store N sequences (field -> ``[N, *per_sequence_shape]``; the first call fixes the
+        fields, shapes and dtypes) with ``[N]`` priorities, or None for the running maximum;
+        return their slots, ``[min(N, capacity)]`` int64. If N > capacity only the last
+        ``capacity`` are kept, as if added one at a time. Host tensors are copied non-blocking:
+        do not overwrite pinned ones until the device has consumed the copy."""
         n = self._check_batch(batch)
         if priorities is not None and tuple(priorities.shape) != (n,):
             raise ValueError(
@@ -167,16 +144,10 @@ class PrioritizedReplay:
         self._size = min(self._size + n, self._capacity)
         return slots
 
-    # ------------------------------------------------------------------ sample
     def sample(self, n: int) -> ReplaySample:
-        """Draw n sequences with replacement, P(i) ∝ p_i^α.
-
-        Importance weights, Schaul et al. 2016 Sec. 3.4:
-            w_i = (N·P(i))^−β / max_j (N·P(j))^−β,  j over the n sampled items, N = size,
-        so the largest weight in every batch is exactly 1 and updates are only ever scaled
-        down. Writing q = p^α this equals (min_j q_j / q_i)^β, which needs neither N nor Σq
-        and cannot overflow; that is how it is computed.
-        """
+        """Draw n sequences with replacement, P(i) ∝ p_i^α. Importance weights (Schaul et al.
+        2016 Sec. 3.4) w_i = (N·P(i))^−β / max_j (N·P(j))^−β over the n sampled, so the largest
+        is 1; with q = p^α that is (min_j q_j / q_i)^β, computed so: no N, no Σq, no overflow."""
         if self._size == 0:
             raise ValueError("sample() on an empty replay buffer: add() sequences first")
         if n < 1:
@@ -189,15 +160,10 @@ class PrioritizedReplay:
         batch = {key: stored.index_select(0, indices) for key, stored in self._storage.items()}
         return ReplaySample(indices=indices, weights=weights, batch=batch)
 
-    # ------------------------------------------------------------------ priorities
     def update_priorities(self, indices: Tensor, priorities: Tensor) -> None:
-        """Set p for the given slots (typically |TD error| per sampled sequence).
-
-        Priorities are clamped to ≥ eps and NaN becomes eps (checking for it would need a host
-        sync; a NaN would otherwise poison every later draw). Indices are not range-checked for
-        the same reason: pass slots returned by ``sample`` or ``add``. If a slot repeats, which
-        of its values is kept is unspecified.
-        """
+        """Set p for the given slots (typically |TD error| per sampled sequence), clamped to ≥ eps,
+        NaN to eps. Neither NaN nor the indices' range is checked (a host sync): pass slots from
+        ``sample`` or ``add``. Of a repeated slot's values, which is kept is unspecified."""
         if indices.dim() != 1 or tuple(priorities.shape) != tuple(indices.shape):
             raise ValueError(
                 f"indices {tuple(indices.shape)} and priorities {tuple(priorities.shape)}: "
@@ -211,10 +177,8 @@ class PrioritizedReplay:
         self._raise_max(new_priorities)
 
     def priority_quantiles(self, qs: Sequence[float]) -> Tensor:
-        """Quantiles of the stored priorities p, ``[len(qs)]`` on the device (NaN when empty).
-
-        For metrics; allocates, so keep it off the per-step hot path.
-        """
+        """Quantiles of the stored priorities p, ``[len(qs)]`` on the device (NaN when empty); it
+        allocates: for metrics, off the hot path."""
         if any(not 0 <= q <= 1 for q in qs):
             raise ValueError(f"qs={list(qs)}: every quantile must lie in [0, 1]")
         levels = torch.tensor(list(qs), dtype=torch.float32, device=self._device)
@@ -222,7 +186,6 @@ class PrioritizedReplay:
             return torch.full_like(levels, math.nan)
         return torch.quantile(self._priorities[: self._size], levels)
 
-    # ------------------------------------------------------------------ plumbing
     def _check_batch(self, batch: Mapping[str, Tensor]) -> int:
         """Validate field names, shapes and dtypes; return N."""
         if not batch:
@@ -264,8 +227,7 @@ class PrioritizedReplay:
         }
 
     def _to_device(self, value: Tensor) -> Tensor:
-        # non_blocking only host -> device: a non_blocking device -> host copy could be read
-        # by the CPU before it lands.
+        # non_blocking only host -> device: the CPU could read a device -> host copy too early
         from_host = value.device.type == "cpu" and self._device.type != "cpu"
         return value.to(self._device, non_blocking=from_host)
 
@@ -282,14 +244,9 @@ def _dims(shape: torch.Size) -> str:
     return ", ".join(str(d) for d in shape) or "-"
 
 
-# ---------------------------------------------------------------------- sizing
 def estimate_bytes(example: Mapping[str, Tensor], capacity: int) -> int:
-    """Bytes a buffer of ``capacity`` sequences shaped like ``example`` needs.
-
-    ``example`` maps each field to ONE sequence (no leading N dim), e.g.
-    ``{k: v[0] for k, v in batch.items()}``; meta tensors (``device="meta"``) work and cost
-    nothing. Includes the float32 priority per sequence.
-    """
+    """Bytes a buffer of ``capacity`` sequences needs, priorities included; ``example`` maps each
+    field to ONE sequence (no N dim): ``{k: v[0] for k, v in batch.items()}``, meta tensors too."""
     per_sequence = sum(value.numel() * value.element_size() for value in example.values())
     priority_bytes = torch.finfo(torch.float32).bits // 8
     return capacity * (per_sequence + priority_bytes)
@@ -298,12 +255,9 @@ def estimate_bytes(example: Mapping[str, Tensor], capacity: int) -> int:
 def check_fits(
     bytes_needed: int, device: torch.device | str, *, capacity: int | None = None
 ) -> None:
-    """Raise ReplayCapacityError unless ``bytes_needed`` fits in 90% of the free memory.
-
-    CUDA: free memory from ``torch.cuda.mem_get_info``. CPU: MemAvailable from /proc/meminfo;
-    skipped silently where that file is missing (non-Linux). Other devices: skipped. Pass the
-    intended ``capacity`` to get a suggested capacity that fits in the error message.
-    """
+    """Raise ReplayCapacityError unless ``bytes_needed`` fits in 90% of the free memory (CUDA's
+    ``mem_get_info``, else /proc/meminfo's MemAvailable; skipped where neither is there). With
+    ``capacity`` the error suggests one that fits."""
     device = torch.device(device)
     if device.type == "cuda":
         free_bytes, _ = torch.cuda.mem_get_info(device)
@@ -325,10 +279,8 @@ def check_fits(
         f"replay needs {bytes_needed} bytes ({bytes_needed / 2**30:.2f} GiB) on {device} but "
         f"only {free_bytes} bytes ({free_bytes / 2**30:.2f} GiB) are free, "
         f"{usable} usable after {HEADROOM_FRACTION:.0%} headroom: {advice}",
-        needed_bytes=bytes_needed,
-        free_bytes=free_bytes,
-        suggested_capacity=suggested,
-    )
+        needed_bytes=bytes_needed, free_bytes=free_bytes, suggested_capacity=suggested,
+    )  # fmt: skip
 
 
 def _mem_available_bytes() -> int | None:

@@ -1,22 +1,13 @@
 """How many passes the learner makes over each batch: more while it would otherwise wait.
 
-A learner that is faster than its actors (a GPU beside CPU actors) waits for data; it can spend
-that time on more passes over each batch (sample reuse, kept safe by the clipped surrogate). Once
-it is the slower side, chunks queue up and every queued chunk is older policy data, so extra
-passes beyond the configured ones cost policy lag. `next_epochs` moves the pass count one step at
-a time between those two signals, after every update:
-
-- the learner waited for data for more than `wait_share_up` of the last update cycle: it has time
-  to spare; one pass more;
-- a full batch already waiting when the update ends: the learner is behind; one pass fewer;
-- never below `min_epochs` (the configured `--epochs`: what the recipe needs), never above
-  `max_epochs` nor, with replay, above what its sample:insert limit allows (passes x sequences
-  per fresh one).
-
-The train loop adapts only on a GPU: a CPU learner's waiting time is CPU time its actors use on
-the same cores, not idle hardware, so there it keeps `--epochs`.
-
-Pure: the train loop feeds it the queue depth and the cycle's wait and compute times.
+A learner faster than its actors (a GPU beside CPU actors) waits for data; it can spend that time
+on more passes over each batch (sample reuse, kept safe by the clipped surrogate). Once it is the
+slower side, every queued chunk is older policy data, so extra passes cost policy lag.
+`next_epochs` moves the pass count one step at a time after every update: one more when the
+learner waited more than `wait_share_up` of the last cycle; one fewer when a full batch is
+already waiting; never below `min_epochs` (--epochs), never above `max_epochs` nor, with replay,
+what its sample:insert limit allows. The train loop adapts only on a GPU (a CPU learner's wait
+is its actors' CPU time) and feeds it the queue depth and the cycle's wait and compute times.
 """
 
 from __future__ import annotations
@@ -52,14 +43,9 @@ def next_epochs(
     wait_s: float,
     compute_s: float,
 ) -> int:
-    """The pass count for the next update.
-
-    Args:
-        current: passes made in the update that just ended.
-        queued_chunks: chunks waiting in the ingest queue as it ended.
-        batch_chunks: the most chunks one update takes (--max-batch-chunks).
-        wait_s, compute_s: the loop's time waiting for that update's data and computing it.
-    """
+    """The pass count for the next update, after one of `current` passes that ended with
+    `queued_chunks` waiting, `batch_chunks` the most one update takes (--max-batch-chunks), and
+    `wait_s`, `compute_s` the loop's time waiting for its data and computing it."""
     cap, floor = epoch_cap(limits), limits.min_epochs
     if queued_chunks >= batch_chunks:
         return max(floor, min(cap, current - 1))

@@ -3,9 +3,7 @@ seconds a row of RUN/metrics.jsonl, the new episodes' rows of RUN/episodes.jsonl
 for, the one-line status on stderr.
 
 Every few seconds is a record: the gauges it sets (`LearnerMetrics.record`) are the row's numbers
-and the TensorBoard scalars', each under the key or tag its metric declares in common/metrics.py;
-the status line reads the registry. A metric declared there needs no edit here beyond the figure
-that sets it.
+and the TensorBoard scalars' (the outputs each metric declares in common/metrics.py).
 
 Losses and other device tensors are read only every RECORD_EVERY_S: reading one waits for the
 device to finish its queued work, which would stall a GPU learner after every update.

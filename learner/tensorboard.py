@@ -1,15 +1,10 @@
 """The run's curves as TensorBoard scalars, with `--tensorboard`: RUN/tensorboard/, read by
 `tensorboard --logdir RUN/tensorboard`.
 
-Each record the learner makes (every ~2 s, learner/telemetry.py) becomes one scalar per gauge that
-declares a TensorBoard tag in common/metrics.py (`tag`; "level/{level}/progress" is one scalar per
-level), at the run's env frames as the step, so that curves of runs of different speeds line up
-(TensorBoard's "relative" and "wall" axes give the time). A figure the record has not got (no
-episode yet, a level of unknown length) is left out.
-
-TensorBoard is an optional extra (`pip install -e '.[tensorboard]'`, `make install-tensorboard`):
-`tensorboard` is imported only when the flag is on, and a learner asked for it without the package
-refuses to start (`problems`). The writer is torch's `SummaryWriter`, which needs that package.
+Each record the learner makes (learner/telemetry.py) becomes one scalar per gauge that declares a
+TensorBoard `tag` in common/metrics.py, at the run's env frames as the step, so that curves of
+runs of different speeds line up. TensorBoard is an optional extra (`make install-tensorboard`):
+imported only when the flag is on; a learner asked for it without the package refuses to start.
 """
 
 from __future__ import annotations

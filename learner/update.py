@@ -3,24 +3,16 @@ steps out (APPO: V-trace targets and a clipped surrogate; one step when both are
 
 Shapes are time-major: T = unroll length, N = sequences in the batch (chunks x envs), H x W the
 frame size, A the number of actions. The batch holds the arrays of common/chunk.py, each env a
-sequence (learner/batching.py), and each frame once; its stacks, previous actions and the
-recurrent core's unroll are what the network sees of it (learner/inputs.py).
+sequence (learner/batching.py), each frame once; learner/inputs.py builds what the network sees.
 
 The recipe (`Learner.step`): bootstrap and V-trace once per batch, with the network as it was
 before the update, and hold those targets and advantages through its passes (as Sample
-Factory's APPO computes its GAE targets once per batch); then at each optimizer step, the
-current network on the T stacks that acted gives the ratios pi/mu, and the three losses
-(policy, value, entropy) are taken, backed up, clipped and stepped.
-
-Value targets are normalised with PopArt (learner/popart.py): the value head predicts
-sigma-normalised values, and V(x) in reward units is sigma n(x) + mu.
-
-With a recurrent core, each sequence's core is unrolled from the state the chunk carries
-(`core_state`, the actor's state at step 0), reset where an episode starts inside it, over all T+1
-stacks; a truncated step's final stack continues from the state after that step.
-
-With `precision` "bf16", the network's forward and backward run under bfloat16 autocast (CUDA's
-tensor cores); V-trace, the advantages and the losses are computed in float32.
+Factory's APPO holds its GAE targets); then at each optimizer step, the current network on the
+T stacks that acted gives the ratios pi/mu, and the three losses (policy, value, entropy) are
+taken, backed up, clipped and stepped. Values are PopArt-normalised (learner/popart.py): V(x) in
+reward units is sigma n(x) + mu. A recurrent core is unrolled from the chunk's `core_state` over
+all T+1 stacks (common/model.py). With `precision` "bf16" the network runs under bfloat16
+autocast; V-trace, the advantages and the losses stay float32.
 
 Truncation is not termination. A step cut by the no-progress cutoff keeps a discount of zero
 inside V-trace (nothing after it belongs to the same trajectory) but its reward is bootstrapped,
@@ -258,19 +250,12 @@ def loss_and_stats(
     total = pg_loss + hyper.baseline_cost * baseline_loss - hyper.entropy_cost * entropy
 
     # ---- plumbing: replay's priorities ---------------------------------------------------------
-    # A sequence's mean absolute V-trace error |v_s - V(x_s)|, the part of the data the value
-    # function has not learned yet (the analogue of PER's |TD error|).
+    # a sequence's mean |v_s - V(x_s)|: what the value has not learned yet (PER's |TD error|)
     priorities = (targets.vs - out.values).abs().mean(dim=0)  # [N]
     return Losses(
-        total,
-        pg_loss.detach(),
-        baseline_loss.detach(),
-        entropy.detach(),
-        clip_fraction,
-        priorities,
-        advantages,
-        entropies.detach(),
-    )
+        total, pg_loss.detach(), baseline_loss.detach(), entropy.detach(), clip_fraction,
+        priorities, advantages, entropies.detach(),
+    )  # fmt: skip
 
 
 # The losses an update reports as means over its optimizer steps, as UpdateStats names them
@@ -319,15 +304,10 @@ class Tally:
         means = dict(zip(MEANS, (self.sums / self.steps).unbind(), strict=True))
         advantages = group_moments(self.advantage_sums)
         return UpdateStats(
-            **means,
-            grad_norm=self.grad_norm,
-            priorities=self.priorities,
-            sgd_steps=self.steps,
-            epochs=passes,
-            level_steps=advantages.count,
-            level_advantage_std=advantages.std,
+            **means, grad_norm=self.grad_norm, priorities=self.priorities, sgd_steps=self.steps,
+            epochs=passes, level_steps=advantages.count, level_advantage_std=advantages.std,
             level_entropy=group_moments(self.entropy_sums).mean,
-        )
+        )  # fmt: skip
 
 
 def minibatch_indices(

@@ -111,16 +111,9 @@ def from_importance_weights(
 def weighted_advantages(
     log_rhos: Tensor, advantages: Tensor, clip_pg_rho_threshold: float | None = 1.0
 ) -> Tensor:
-    """Section 4.2's policy-gradient advantage: min(rho-bar, pi/mu) (r_s + gamma_s v_{s+1} - V(x_s)).
-
-    Args:
-        log_rhos: [T, B] log pi(a_s|x_s) - log mu(a_s|x_s).
-        advantages: [T, B] r_s + gamma_s v_{s+1} - V(x_s).
-        clip_pg_rho_threshold: rho-bar; None disables clipping.
-
-    Returns:
-        [T, B], detached.
-    """
+    """Section 4.2's policy-gradient advantage min(rho-bar, pi/mu) (r_s + gamma_s v_{s+1} - V(x_s)),
+    [T, B] detached: log_rhos [T, B], advantages [T, B] the bracket, clip_pg_rho_threshold rho-bar
+    (None: no clipping)."""
     with torch.no_grad():
         rhos = torch.exp(log_rhos)  # [T, B]
         if clip_pg_rho_threshold is not None:
@@ -154,13 +147,8 @@ def from_logits(
         behaviour_policy_logits: [T, B, A] logits of mu, the actor's policy when it acted.
         target_policy_logits: [T, B, A] logits of pi, the learner's current policy.
         actions: [T, B] int64 actions a_s taken by mu.
-        discounts: [T, B] gamma_s; 0 where the episode ended at step s.
-        rewards: [T, B] r_s.
-        values: [T, B] V(x_s) under the current parameters.
-        bootstrap_value: [B] V(x_T).
-        clip_rho_threshold: rho-bar of the targets; None disables clipping.
-        clip_pg_rho_threshold: rho-bar of the policy-gradient advantage; None disables clipping.
-        lambda_: lambda in (0, 1] of the traces (`from_importance_weights`).
+        discounts, rewards, values, bootstrap_value, clip_rho_threshold, clip_pg_rho_threshold,
+        lambda_: as in `from_importance_weights`.
 
     Returns:
         VTraceFromLogitsReturns; vs and pg_advantages are detached, target_action_log_probs
@@ -171,12 +159,8 @@ def from_logits(
             f"target_policy_logits must have shape [T, B, A], got {list(target_policy_logits.shape)}"
         )
     time_steps, batch, num_actions = target_policy_logits.shape
-    _check_shape(
-        "behaviour_policy_logits",
-        behaviour_policy_logits,
-        (time_steps, batch, num_actions),
-        "[T, B, A]",
-    )
+    shape = (time_steps, batch, num_actions)
+    _check_shape("behaviour_policy_logits", behaviour_policy_logits, shape, "[T, B, A]")
     _check_shape("actions", actions, (time_steps, batch), "[T, B]")
     if actions.dtype != torch.int64:
         raise ValueError(f"actions must be int64 (torch.long), got {actions.dtype}")
@@ -185,19 +169,12 @@ def from_logits(
     behaviour_action_log_probs = action_log_probs(behaviour_policy_logits, actions)  # [T, B]
     log_rhos = target_action_log_probs - behaviour_action_log_probs  # [T, B]
     vtrace = from_importance_weights(
-        log_rhos=log_rhos,
-        discounts=discounts,
-        rewards=rewards,
-        values=values,
-        bootstrap_value=bootstrap_value,
-        clip_rho_threshold=clip_rho_threshold,
-        clip_pg_rho_threshold=clip_pg_rho_threshold,
-        lambda_=lambda_,
-    )
+        log_rhos=log_rhos, discounts=discounts, rewards=rewards, values=values,
+        bootstrap_value=bootstrap_value, clip_rho_threshold=clip_rho_threshold,
+        clip_pg_rho_threshold=clip_pg_rho_threshold, lambda_=lambda_,
+    )  # fmt: skip
     return VTraceFromLogitsReturns(
-        vs=vtrace.vs,
-        pg_advantages=vtrace.pg_advantages,
-        log_rhos=log_rhos,
+        vs=vtrace.vs, pg_advantages=vtrace.pg_advantages, log_rhos=log_rhos,
         behaviour_action_log_probs=behaviour_action_log_probs,
         target_action_log_probs=target_action_log_probs,
-    )
+    )  # fmt: skip
