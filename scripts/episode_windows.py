@@ -236,12 +236,15 @@ class FrameWindow(NamedTuple):
     flag_rate: float | None
 
 
-def frame_windows(eps: Episodes, window_frames: int) -> list[FrameWindow]:
+def frame_windows(eps: Episodes, window_frames: int, run_frames: int = 0) -> list[FrameWindow]:
     """Consecutive windows of `window_frames` env frames (the learner's count when an episode
-    arrived), up to the last full one: a curve against frames, as papers draw them."""
+    arrived), up to the last full one: a curve against frames, as papers draw them. A window is
+    full once the run's frames reach its end: the last episode's, or `run_frames` (the learner's
+    last count, `run_env_frames`) where higher, so that a run stopped at FRAMES=600000 a few
+    episodes short of it still gets its last window."""
     if window_frames <= 0:
         raise ValueError(f"window_frames must be > 0, got {window_frames}")
-    last = int(eps.env_frames.max()) if eps.env_frames.size else 0
+    last = max(int(eps.env_frames.max()) if eps.env_frames.size else 0, run_frames)
     out = []
     for end in range(window_frames, last + 1, window_frames):
         sel = (eps.env_frames > end - window_frames) & (eps.env_frames <= end)
@@ -255,6 +258,21 @@ def frame_windows(eps: Episodes, window_frames: int) -> list[FrameWindow]:
             )
         )
     return out
+
+
+def run_env_frames(metrics: Path) -> int:
+    """The learner's last env frame count in RUN/metrics.jsonl (0 if it has none)."""
+    if not metrics.exists():
+        return 0
+    with metrics.open("rb") as f:
+        f.seek(max(0, f.seek(0, 2) - 65536))
+        lines = f.read().decode(errors="replace").splitlines()
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line)["env_frames"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return 0
 
 
 def windows_by_level(

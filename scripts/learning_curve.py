@@ -40,6 +40,7 @@ from scripts.episode_windows import (
     Window,
     frame_windows,
     read_episodes,
+    run_env_frames,
     windows,
     windows_by_level,
 )
@@ -367,7 +368,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {', '.join(missing)} not found", file=sys.stderr)
             return 2
         by_frames = {
-            r.name: frame_windows(read_episodes(RunDir(r).episodes, args.level), args.window_frames)
+            r.name: frame_windows(
+                read_episodes(RunDir(r).episodes, args.level),
+                args.window_frames,
+                run_env_frames(RunDir(r).metrics),
+            )
             for r in args.runs
         }
         print(frames_table(by_frames, args.window_frames))

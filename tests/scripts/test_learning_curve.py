@@ -215,6 +215,21 @@ def test_frame_windows_bin_episodes_by_the_learners_frames_and_average_the_seeds
     assert "| 400,000 | 900 / 100% | 1,100 / 0% | 1,000 / 50% | 1,193 / 2% |" in out
 
 
+def test_a_run_stopped_at_its_frames_keeps_its_last_window(tmp_path, capsys):
+    """make train FRAMES=400000: the learner stops at 400,384 frames, its last episode ended at
+    399,104; the window to 400 k is full by the learner's count in metrics.jsonl."""
+    run = tmp_path / "s2"
+    write_run(run, 0.0, [(1, 150_000, 300, False), (2, 399_104, 900, True)])
+    eps = learning_curve.read_episodes(RunDir(run).episodes)
+    assert [w.end_frames for w in episode_windows.frame_windows(eps, 200_000)] == [200_000]
+    rows = [{"time": 1.0, "env_frames": 200_448}, {"time": 2.0, "env_frames": 400_384}]
+    RunDir(run).metrics.write_text("\n".join(json.dumps(r) for r in rows) + "\nnot json\n")
+    assert episode_windows.run_env_frames(RunDir(run).metrics) == 400_384
+    assert episode_windows.run_env_frames(tmp_path / "none.jsonl") == 0
+    assert learning_curve.main([str(run), "--window-frames", "200000", "--no-reference"]) == 0
+    assert "| 400,000 | 900 / 100% |" in capsys.readouterr().out
+
+
 def test_frame_curves_are_drawn_with_their_mean_and_the_reference(tmp_path, monkeypatch):
     write_run(tmp_path / "a", 0.0, [(1, 150_000, 300, False), (2, 390_000, 900, True),
                                     (3, 420_000, 1_000, True)])  # fmt: skip
