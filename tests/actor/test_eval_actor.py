@@ -172,7 +172,11 @@ def test_the_best_policy_is_kept_read_back_after_a_restart_and_played_by_make_ev
         assert m["mario_eval_best_policy_version"] >= 0
         first.stop()
         kept = load_checkpoint(RunDir(run).best_policy)
-        assert kept.best["score"] == pytest.approx(m["mario_eval_best_score"])
+        # the best scraped, or a better one judged between the scrape and the stop
+        assert kept.best["score"] >= m["mario_eval_best_score"] - 1e-9
+        assert kept.policy_version >= m["mario_eval_best_policy_version"]
+        if kept.best["score"] == pytest.approx(m["mario_eval_best_score"]):
+            assert kept.policy_version == m["mario_eval_best_policy_version"]
         assert kept.best["policy"] == "sampled" and kept.best["noop_max"] == 30
 
         eport = procs.free_port()  # a restarted eval actor: the file's best from the start
