@@ -216,7 +216,7 @@ class TrainLoop:
             self.telemetry.updated(stats, self.totals, steps, replayed, frames, compute_s)
             if self.adapt_epochs:
                 self.epochs = reuse.next_epochs(
-                    stats.epochs, self.reuse_limits, queued_chunks=self.ingest.queued(),
+                    self.epochs, self.reuse_limits, queued_chunks=self.ingest.queued(),
                     batch_chunks=self.batch_size.max_chunks, wait_s=compute_start - wait_start,
                     compute_s=compute_s,
                 )  # fmt: skip

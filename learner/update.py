@@ -33,7 +33,13 @@ from learner import vtrace
 from learner.batching import Batch, select
 from learner.config import LearnerConfig
 from learner.inputs import final_previous_actions, final_stacks, heads_input, previous_actions
-from learner.losses import clipped_surrogate, group_moments, group_sums, normalize_advantages
+from learner.losses import (
+    categorical_kl,
+    clipped_surrogate,
+    group_moments,
+    group_sums,
+    normalize_advantages,
+)
 from learner.popart import PopArt
 
 
@@ -52,6 +58,7 @@ class Hyper(NamedTuple):
     epochs: int  # passes over each batch
     minibatches: int  # optimizer steps per pass, each on a disjoint set of whole sequences
     ppo_clip: float  # > 0: PPO's clipped surrogate on pi/mu (APPO); 0: IMPALA's gradient
+    kl_limit: float  # > 0: passes end once KL(pi_start || pi) over the batch exceeds it; 0: off
     normalize_advantages: bool  # per minibatch, zero mean and unit variance
     precision: str  # "fp32", or "bf16": the network under bfloat16 autocast
 
@@ -79,6 +86,8 @@ class UpdateStats(NamedTuple):
     level_steps: torch.Tensor  # [MAX_GROUPS] steps of each level index in the batch
     level_advantage_std: torch.Tensor  # [MAX_GROUPS] std of its raw advantages, first pass
     level_entropy: torch.Tensor  # [MAX_GROUPS] the policy's mean entropy on its steps, first pass
+    kl: torch.Tensor | None  # [] mean KL(pi_start || pi) after the last pass; None: kl_limit 0
+    kl_stopped: bool  # the KL passed kl_limit and the remaining passes were skipped
 
 
 def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
@@ -179,12 +188,13 @@ def forward_and_targets(model: ActorCritic, batch: Batch, hyper: Hyper, popart: 
 
 
 class Targets(NamedTuple):
-    """What an update holds fixed through its passes: the value targets and advantages of the
-    network before them, and the behaviour policy's log-probabilities."""
+    """What an update holds fixed through its passes: the value targets, advantages and policy of
+    the network before them, and the behaviour policy's log-probabilities."""
 
     vs: torch.Tensor  # [T, N] V-trace targets, reward units, detached
     advantages: torch.Tensor  # [T, N] r_s + gamma_s v_{s+1} - V(x_s), detached (no rho)
     behaviour_log_probs: torch.Tensor  # [T, N] log mu(a_s|x_s) of the actions taken
+    start_logits: torch.Tensor  # [T, N, A] pi_start, the policy before the update, detached
 
     def select(self, index: torch.Tensor | None) -> Targets:
         """The targets of sequences `index` [n] (all of them for None)."""
@@ -197,7 +207,20 @@ def batch_targets(model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt
     """The targets of the whole batch under the network as it is now, without gradient."""
     with torch.no_grad():
         fwd = forward_and_targets(model, batch, hyper, popart)
-    return Targets(fwd.vtrace.vs, fwd.advantages, fwd.vtrace.behaviour_action_log_probs)
+    T = batch.unroll_length
+    vt = fwd.vtrace
+    return Targets(vt.vs, fwd.advantages, vt.behaviour_action_log_probs, fwd.logits[:T])
+
+
+def policy_kl(
+    model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt, start_logits: torch.Tensor
+) -> torch.Tensor:
+    """The mean over the batch's T x N steps of KL(pi_start || pi) [], pi_start from
+    `start_logits` [T, N, A] and pi the network's now: one forward of the T acting stacks,
+    without gradient. The losses weight every step alike, and so does this mean."""
+    with torch.no_grad():
+        logits = network_outputs(model, batch, hyper, popart, bootstrap=False).logits  # [T, N, A]
+    return categorical_kl(start_logits, logits).mean()
 
 
 class Losses(NamedTuple):
@@ -300,13 +323,13 @@ class Tally:
         self.advantage_sums = group_sums(losses.advantages, level, self.advantage_sums)
         self.entropy_sums = group_sums(losses.entropies, level, self.entropy_sums)
 
-    def stats(self, passes: int) -> UpdateStats:
+    def stats(self, passes: int, kl: torch.Tensor | None, kl_stopped: bool) -> UpdateStats:
         means = dict(zip(MEANS, (self.sums / self.steps).unbind(), strict=True))
         advantages = group_moments(self.advantage_sums)
         return UpdateStats(
             **means, grad_norm=self.grad_norm, priorities=self.priorities, sgd_steps=self.steps,
             epochs=passes, level_steps=advantages.count, level_advantage_std=advantages.std,
-            level_entropy=group_moments(self.entropy_sums).mean,
+            level_entropy=group_moments(self.entropy_sums).mean, kl=kl, kl_stopped=kl_stopped,
         )  # fmt: skip
 
 
@@ -355,7 +378,11 @@ class Learner:
         self.model.observe_frames(batch.frames[STACK - 1 : -1])  # [T, N, H, W]
 
     def step(self, batch: Batch, epochs: int | None = None) -> UpdateStats:
-        """One update: `epochs` passes (default: the hyperparameters') of `minibatches` steps."""
+        """One update: `epochs` passes (default: the hyperparameters') of `minibatches` steps.
+
+        With kl_limit > 0, after each pass (not each step: one forward of the whole batch per
+        pass) the mean KL(pi_start || pi) is measured, and above the limit the passes left are
+        skipped (its reading waits for the device). kl_limit 0 measures nothing."""
         passes = self.hyper.epochs if epochs is None else epochs
         if passes < 1:
             raise ValueError(f"epochs must be >= 1, got {passes}")
@@ -363,6 +390,7 @@ class Learner:
         tally = Tally(batch.num_sequences, batch.actions.device)
         # ---- bootstrap and V-trace, once: the targets of the network before the update ------
         targets = batch_targets(self.model, batch, self.hyper, self.popart)
+        kl, kl_stopped = None, False
         for epoch in range(passes):
             for index in self._minibatches(batch):
                 sub = batch if index is None else select(batch, index)
@@ -378,9 +406,15 @@ class Learner:
                 self.optimizer.step()
                 # ---- plumbing: what the update reports ------------------------------------
                 tally.add(losses, grad_norm, sub.level, index, first_pass=epoch == 0)
+            # ---- a trust region over the whole update: how far its passes moved the policy ---
+            if self.hyper.kl_limit > 0:
+                kl = policy_kl(self.model, batch, self.hyper, self.popart, targets.start_logits)
+                if epoch + 1 < passes and kl.item() > self.hyper.kl_limit:
+                    kl_stopped = True
+                    break
         self.updates += 1
         self.sgd_steps += tally.steps
-        return tally.stats(passes)
+        return tally.stats(epoch + 1, kl, kl_stopped)
 
     def _minibatches(self, batch: Batch) -> list[torch.Tensor | None]:
         """One pass's minibatches: sequence indices, or [None] for the whole batch."""
