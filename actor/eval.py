@@ -18,18 +18,9 @@ the level's length is known), and keeps the video and summary of each level's be
 far, of either policy, in `eval_dir` (best-<level>.mp4 / .json). Between evaluations it only
 keeps the connection alive, so it costs little CPU.
 
-After each evaluation it scores the policy (actor/best.py: the mean over levels of each level's
-last `eval_window` sampled episodes' mean progress, once every level's window is full) and, when
-the score beats the best so far, writes the weights it is playing to `eval_dir`/best-policy.pt,
-which `make eval` plays when no checkpoint is named; a restarted eval actor reads that file's
-score back and never replaces a better best with a worse one.
-
-With a set of levels, the evaluations take the levels in turn, one level each: an evaluation
-costs the same whatever the set's size (the eval actor's CPU share and the weights it judges stay
-as fresh as with one level), and every level is judged once every len(levels) evaluations, none
-starved or favoured. Each level's gauges therefore refresh every len(levels) x `eval_interval_s`
-(4 minutes for world:1 at the default 60 s; shorten the interval for a large set). Each level
-gets its own emulator, built when its first turn comes.
+After each evaluation it scores the policy and keeps the best in `eval_dir`/best-policy.pt,
+which `make eval` plays when no checkpoint is named (actor/best.py). With a set of levels, each
+evaluation plays one level, the levels in turn. docs/EVALUATION.md ("The eval actor") says why.
 """
 
 from __future__ import annotations

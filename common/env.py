@@ -8,18 +8,15 @@ An episode is truncated (not terminated) after `no_progress_steps` agent steps w
 maximum x. A step's training reward is the game's plus `flag_bonus` at the flag or minus
 `death_penalty` at a death; the learner scales it in its loss (`--loss-reward-scale`), not here.
 
-NES Mario is deterministic, so a policy could pass by replaying one memorised button sequence.
-Two perturbations from the Atari benchmarks (Machado et al. 2018) prevent that: `sticky_actions`
-(each NES frame repeats the buttons of the frame before with that probability) and `noop_max`
-(each episode starts after 0 to `noop_max` agent steps with no buttons pressed, drawn uniformly).
+Two perturbations (Machado et al. 2018) keep a policy from replaying one memorised sequence:
+`sticky_actions` (each NES frame repeats the frame before's buttons with that probability) and
+`noop_max` (each episode starts after 0 to `noop_max` agent steps without buttons, uniformly).
 
-Levels are a set of Super Mario Bros stages ("1-1,1-2", "world:1", "all"; `common.levels`) or one
-Gymnasium id (anything else, e.g. "tests.fakes:Corridor-v0", for tests). An env draws each
-episode's level at its reset and keeps one emulator per level played (~0.6 MiB each).
+Levels are a set of stages or one Gymnasium id (`common.levels`): an env draws each episode's
+level at its reset and keeps one emulator per level played (~0.6 MiB each).
 
-Envs in one process are built strictly one after another (`build_envs`): building NES emulators in
-parallel is what made the previous trainer hang. Each build is timed, logged, retried with backoff,
-and guarded by a watchdog that ends the process with a traceback instead of hanging.
+Envs in one process are built one after another (`build_envs`; in parallel, NES emulators hung
+the previous trainer), each timed, logged, retried with backoff and guarded by a watchdog.
 """
 
 from __future__ import annotations

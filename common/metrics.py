@@ -2,18 +2,12 @@
 
 Each process builds its own `CollectorRegistry` (never the global one, so tests can build several)
 and serves it with `serve(registry, host, port)`. Each class declares its metrics as a table, one
-row per metric: the attribute it is reached by (`updates` is `mario_learner_updates_total`), its
-prometheus_client class, name, help, labels and buckets, and the learner's other outputs it
-reaches, read from this table by their writers:
-
-- `row`: its key in RUN/metrics.jsonl (learner/telemetry.py); a gauge labelled by level sits in
-  the row's {"levels": {level: {key: value}}}, one of another label maps each value to a key;
-- `tag`: its TensorBoard scalar (learner/tensorboard.py), "{label}" filled in per value;
-- `status`: its field of the status line (common/status.py): a format of its value now, or for
-  a histogram of its mean over the status window.
-
-Only gauges reach metrics.jsonl and TensorBoard, set by the train loop with
-`LearnerMetrics.record` (a figure it has not got is null in the row and left out of TensorBoard).
+`_M` per metric (`updates` is `mario_learner_updates_total`), which also names the learner's other
+outputs it reaches, read from the table by their writers: its key in RUN/metrics.jsonl
+(learner/telemetry.py; a level's gauge sits in the row's {"levels": {level: {key: value}}}), its
+TensorBoard scalar (learner/tensorboard.py) and its status-line field (common/status.py; a
+histogram's is its mean over the status window). Only gauges reach metrics.jsonl and TensorBoard,
+set by the train loop with `LearnerMetrics.record` (no figure: null in the row, no scalar).
 
 Conventions: every name starts with `mario_`; values are in base units (`_seconds`, `_bytes`);
 ratios are 0-1; counters end in `_total` (prometheus_client appends it, so a Counter is declared

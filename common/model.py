@@ -5,28 +5,19 @@ Input: uint8 stacked frames [B, S, H, W] (S = 4, H = W = 84) and, as in IMPALA (
 an episode). Output: policy logits [B, A] and state value [B], and with a recurrent core its new
 state [B, C].
 
-The recurrent core (`ModelSpec.core`, "none" by default), as IMPALA's agents have one: an LSTM or
-GRU cell of `core_size` units between the trunk (which already holds the previous action) and the
-heads. Its state [B, C] (C = `state_size`: 2 x core_size for the LSTM, h then c; core_size for the
-GRU; 0 without a core) is zero at an episode's first step. Each chunk carries the state its first
-step started from, so the learner unrolls the core as the actor did (`core_unroll`).
+The recurrent core (`ModelSpec.core`, "none" by default): an LSTM or GRU cell of `core_size`
+units between the trunk and the heads, its state [B, C] (C = `state_size`: 2 x core_size for the
+LSTM, h then c; core_size for the GRU; 0 without a core) zero at an episode's first step and
+unrolled by the learner from each chunk's (`core_unroll`). The previous action's embedding is
+added to the trunk's hidden layer before the ReLU, starting at zero. Input normalisation
+standardises each pixel by its running moments over the frames trained on (buffers that travel
+with the weights; docs/lab/2026-11-input-norm-and-sample-reuse.md). docs/DESIGN.md ("Data path",
+"Network") says why each is there.
 
-The previous action matters in Super Mario Bros: a held jump button must be released before it
-jumps again, and no stack of frames shows it. Its embedding is added to the trunk's hidden layer
-before the ReLU, starting at zero. Input normalisation standardises each pixel by its running
-mean and variance over the frames trained on (buffers that travel with the weights), so that
-with the static background near zero the first layer sees what moves; on 1-1 it roughly doubled
-the learning per frame (docs/lab/2026-11-input-norm-and-sample-reuse.md).
-
-Three trunks:
-
-- "small" (default): Mnih et al. 2013 / A3C (16-8/4, 32-4/2, FC 256), ~3 M multiply-adds per
-  observation: ~4-8% of an agent step's emulation (docs/PERFORMANCE.md).
-- "nature": the Nature-DQN CNN (Mnih et al. 2015: 32-8/4, 64-4/2, 64-3/1, FC 512), ~2.5x the
-  small net's CPU time.
-- "resnet": the IMPALA deep ResNet (Espeholt et al. 2018, Fig. 3: sections of 16, 32, 32 channels,
-  each a conv, a 3x3/2 max-pool and two residual blocks, then FC 256), ~13x the CPU cost: for
-  learner-heavy configs with actors that have CPU to spare.
+Three trunks: "small" (default), Mnih et al. 2013 / A3C (16-8/4, 32-4/2, FC 256); "nature", the
+Nature-DQN CNN (Mnih et al. 2015: 32-8/4, 64-4/2, 64-3/1, FC 512), ~2.5x its CPU time; "resnet",
+the IMPALA deep ResNet (Espeholt et al. 2018, Fig. 3: sections of 16, 32, 32 channels, each a
+conv, a 3x3/2 max-pool and two residual blocks, then FC 256), ~13x.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The learner's train loop: take a batch of chunks, train on it, publish the weights,
 checkpoint; and what it is built from (`build_training`: the network, optimizer and replay that
-the config describes).
-
-The loop owns the run directory (its lock) for its life. What it reports goes through
-learner/telemetry.py, what it saves and resumes through learner/checkpoint.py, the weights it
-broadcasts through learner/publisher.py; chunks arrive on learner/ingest.py's IO thread.
+the config describes). The loop owns the run directory (its lock) for its life.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Policy-loss math for sample reuse: the clipped surrogate and advantage normalisation; and
-moments per group (a run's levels), which the update reports.
+"""Policy-loss math for sample reuse: the clipped surrogate, advantage normalisation and the KL
+between two policies; and moments per group (a run's levels), which the update reports.
 
 Pure functions of tensors; shapes are time-major `[T, B]` (any shape works elementwise).
 

@@ -9,10 +9,11 @@ The recipe (`Learner.step`): bootstrap and V-trace once per batch, with the netw
 before the update, and hold those targets and advantages through its passes (as Sample
 Factory's APPO holds its GAE targets); then at each optimizer step, the current network on the
 T stacks that acted gives the ratios pi/mu, and the three losses (policy, value, entropy) are
-taken, backed up, clipped and stepped. Values are PopArt-normalised (learner/popart.py): V(x) in
-reward units is sigma n(x) + mu. A recurrent core is unrolled from the chunk's `core_state` over
-all T+1 stacks (common/model.py). With `precision` "bf16" the network runs under bfloat16
-autocast; V-trace, the advantages and the losses stay float32.
+taken, backed up, clipped and stepped; with `kl_limit` > 0 the passes end early once one leaves
+the mean KL(pi_start || pi) over the batch above it (`policy_kl`). Values are PopArt-normalised
+(learner/popart.py): V(x) in reward units is sigma n(x) + mu. A recurrent core is unrolled from
+the chunk's `core_state` over all T+1 stacks (common/model.py). With `precision` "bf16" the
+network runs under bfloat16 autocast; V-trace, the advantages and the losses stay float32.
 
 Truncation is not termination. A step cut by the no-progress cutoff keeps a discount of zero
 inside V-trace (nothing after it belongs to the same trajectory) but its reward is bootstrapped,
@@ -69,16 +70,14 @@ class Hyper(NamedTuple):
 
 
 class UpdateStats(NamedTuple):
-    """Detached 0-dim tensors (read with .item() off the hot path) and per-sequence priorities.
-
-    Losses, entropy and clip fraction are means over the update's optimizer steps; grad_norm is
-    the last step's (before clipping)."""
+    """Detached 0-dim tensors (read with .item() off the hot path) and per-sequence priorities;
+    losses, entropy and clip fraction are means over the update's optimizer steps."""
 
     total_loss: torch.Tensor
     pg_loss: torch.Tensor
     baseline_loss: torch.Tensor
     entropy: torch.Tensor
-    grad_norm: torch.Tensor
+    grad_norm: torch.Tensor  # the last step's, before clipping
     priorities: torch.Tensor  # [N] mean |v_s - V(x_s)| per sequence, from the first pass
     clip_fraction: torch.Tensor  # share of steps whose surrogate took the clipped branch
     sgd_steps: int  # optimizer steps taken (epochs x minibatches)
@@ -207,17 +206,16 @@ def batch_targets(model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt
     """The targets of the whole batch under the network as it is now, without gradient."""
     with torch.no_grad():
         fwd = forward_and_targets(model, batch, hyper, popart)
-    T = batch.unroll_length
     vt = fwd.vtrace
-    return Targets(vt.vs, fwd.advantages, vt.behaviour_action_log_probs, fwd.logits[:T])
+    return Targets(vt.vs, fwd.advantages, vt.behaviour_action_log_probs, fwd.logits[:-1])
 
 
 def policy_kl(
     model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt, start_logits: torch.Tensor
 ) -> torch.Tensor:
-    """The mean over the batch's T x N steps of KL(pi_start || pi) [], pi_start from
-    `start_logits` [T, N, A] and pi the network's now: one forward of the T acting stacks,
-    without gradient. The losses weight every step alike, and so does this mean."""
+    """The mean KL(pi_start || pi) [] over the batch's T x N steps, each alike as in the losses:
+    pi_start from `start_logits` [T, N, A], pi the network's now (a forward of the whole batch,
+    without gradient: so the update measures it after each pass, not after each step)."""
     with torch.no_grad():
         logits = network_outputs(model, batch, hyper, popart, bootstrap=False).logits  # [T, N, A]
     return categorical_kl(start_logits, logits).mean()
@@ -378,11 +376,8 @@ class Learner:
         self.model.observe_frames(batch.frames[STACK - 1 : -1])  # [T, N, H, W]
 
     def step(self, batch: Batch, epochs: int | None = None) -> UpdateStats:
-        """One update: `epochs` passes (default: the hyperparameters') of `minibatches` steps.
-
-        With kl_limit > 0, after each pass (not each step: one forward of the whole batch per
-        pass) the mean KL(pi_start || pi) is measured, and above the limit the passes left are
-        skipped (its reading waits for the device). kl_limit 0 measures nothing."""
+        """One update: `epochs` passes (default: the hyperparameters') of `minibatches` steps,
+        the passes left skipped once a pass ends with `policy_kl` above kl_limit (when > 0)."""
         passes = self.hyper.epochs if epochs is None else epochs
         if passes < 1:
             raise ValueError(f"epochs must be >= 1, got {passes}")
