@@ -54,6 +54,7 @@ def perturbed(spec: EnvSpec, by: Perturbation = PERTURBATION) -> EnvSpec:
         spec,
         sticky_actions=max(spec.sticky_actions, by.sticky_actions),
         noop_max=max(spec.noop_max, by.noop_max),
+        frontier_starts=0.0,  # evaluation plays from the level's start
     )
 
 
@@ -147,6 +148,8 @@ class EpisodePlayer:
     waits on its next episode's reset frame. `state_size`: the network's core state (0: none)."""
 
     def __init__(self, env: FrameEnv, state_size: int = 0, record: bool = True):
+        if env.spec.frontier_starts:
+            raise ValueError("evaluation plays from the level's start: set frontier_starts=0")
         self.env = env
         self._watched = _Watched(env, record)
         self.lane = Lane([self._watched], CHUNK_STEPS, env.num_actions, state_size=state_size)

@@ -43,8 +43,9 @@ from common._wire_checks import (
 
 # 2: chunks carry last_actions; 3: the Welcome the network and unroll length, chunks final_t; 4:
 # weights the level schedule's weights; 5: chunks core_state; 6: chunks each step's level; 7: the
-# Welcome carries the env spec, the registration none (the learner owns every setting)
-PROTOCOL_VERSION = 7
+# Welcome carries the env spec, the registration none (the learner owns every setting); 8: episodes
+# their start_x (frontier starts)
+PROTOCOL_VERSION = 8
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
 
@@ -168,6 +169,7 @@ class EpisodeStats:
     max_x: int  # furthest x position reached, >= 0
     flag: bool  # reached the flag
     outcome: str  # "flag" | "death" | "no_progress" | "other"
+    start_x: int = -1  # x of the frontier snapshot it started from; -1: the level's start
 
     def __post_init__(self) -> None:
         check_str("episode.level", self.level, nonempty=True)
@@ -175,6 +177,7 @@ class EpisodeStats:
         object.__setattr__(self, "episode_return", ret)
         check_int("episode.length", self.length, lo=1)
         check_int("episode.max_x", self.max_x)
+        check_int("episode.start_x", self.start_x, lo=-1)
         check_bool("episode.flag", self.flag)
         if type(self.outcome) is not str or self.outcome not in _OUTCOMES:
             raise ProtocolError(

@@ -361,13 +361,17 @@ class Ingest:
         return None
 
     def _record_episodes(self, info: ActorInfo, chunk: wire.Chunk) -> None:
-        """A valid chunk's episodes, into the metrics, the curves and the level statistics."""
+        """A valid chunk's episodes, into the curves; those from the level's start also into the
+        metrics and the level statistics, those from a frontier snapshot only counted."""
         for e in chunk.episodes:
+            self._new_episodes.append((time.time(), info.actor_id, e))
+            if e.start_x >= 0:
+                self.metrics.frontier_episodes.labels(e.level).inc()
+                continue
             p = progress(e.level, e.max_x, e.flag)
             self.metrics.observe_episode(e.level, e.outcome, e.episode_return, e.max_x, e.length, p)
             self.on_episode(e)
             self.episodes.append(e)
-            self._new_episodes.append((time.time(), info.actor_id, e))
 
     def _on_chunk(self, info: ActorInfo, chunk: wire.Chunk) -> None:
         newest = self._seqs.get(chunk.instance_id, -1)

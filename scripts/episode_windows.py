@@ -85,8 +85,8 @@ def read_episodes(path: Path, level: str | None = None) -> Episodes:
                 continue
             t = float(d["time"])
             run_s = clock.arrived(t)  # every episode moves the clock, of any level
-            if level and d.get("level") != level:
-                continue
+            if (level and d.get("level") != level) or d.get("start_x", -1) >= 0:
+                continue  # another level's, or a frontier start's (never on a curve)
             row = (t, int(d["env_frames"]), int(d["max_x"]), bool(d["flag"]))
             name = str(d.get("level", "?"))
             p = d.get("progress")
