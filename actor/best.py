@@ -1,20 +1,7 @@
-"""The best policy the eval actor keeps: the score that judges a policy, and the file that holds
-the best one so far.
-
-The score: the eval actor's perturbed sampled episodes judge the policy (actor/evaluation.py). A
-level's score is the mean progress of its last `window` such episodes (`common.levels.progress`;
-the mean max x for a level of unknown length); the policy's is the mean over the run's levels,
-each alike. There is none until every level's window is full: a lucky first episode, or one easy
-level played before the others, is never a best.
-
-The best file, `RUN/eval/best-policy.pt` (`common.rundir.BEST_POLICY` in `--eval-dir`): whenever
-the score beats the best so far, the eval actor writes there, whole or not at all, the weights it
-is playing with the network's spec, the policy version, the run's env settings (as `config`, so
-that `make eval` builds the env the policy was trained on) and `best`: the score and its figures.
-`make eval` plays it when no checkpoint is named. It is the eval actor's own (it may run on
-another host), not in the learner's checkpoints/, and nothing rotates it. A restarted eval actor
-reads its score back (`BestKeeper`) and replaces it only with a better one; a best of another
-level set is not comparable, and the run's first best replaces it.
+"""The best policy the eval actor keeps: the score that judges a policy (the mean over the run's
+levels of each level's last `window` perturbed sampled episodes' mean progress, none until every
+window is full), and `RUN/eval/best-policy.pt`, replaced only by a better one.
+docs/EVALUATION.md, "The best policy".
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """The env factory: one preprocessed 84x84 grayscale frame per agent step.
 
-An agent step repeats the action for `frame_skip` NES frames (one nes-py `step` is one frame),
-sums the rewards, and returns the pixel-wise max of the last two frames (the NES draws some sprites
-on alternate frames), in nes-py's grayscale, resized to `frame_size` (a 2x2 box filter, then
-bilinear). Frames are not stacked here: `common.stacking` builds stacks wherever they are needed.
-An episode is truncated (not terminated) after `no_progress_steps` agent steps without a new
-maximum x. A step's training reward is the game's plus `flag_bonus` at the flag or minus
-`death_penalty` at a death; the learner scales it in its loss (`--loss-reward-scale`), not here.
-
-NES Mario is deterministic, so a policy could pass by replaying one memorised button sequence.
-Two perturbations from the Atari benchmarks (Machado et al. 2018) prevent that: `sticky_actions`
-(each NES frame repeats the buttons of the frame before with that probability) and `noop_max`
-(each episode starts after 0 to `noop_max` agent steps with no buttons pressed, drawn uniformly).
-
-Levels are a set of Super Mario Bros stages ("1-1,1-2", "world:1", "all"; `common.levels`) or one
-Gymnasium id (anything else, e.g. "tests.fakes:Corridor-v0", for tests). An env draws each
-episode's level at its reset and keeps one emulator per level played (~0.6 MiB each).
-
-Envs in one process are built strictly one after another (`build_envs`): building NES emulators in
-parallel is what made the previous trainer hang. Each build is timed, logged, retried with backoff,
-and guarded by a watchdog that ends the process with a traceback instead of hanging.
+An agent step repeats the action for `frame_skip` NES frames, sums the rewards, and returns the
+pixel-wise max of the last two frames (the NES draws some sprites on alternate frames), in nes-py's
+grayscale, resized to `frame_size`. An episode is truncated (not terminated) after
+`no_progress_steps` agent steps without a new max x; the training reward is the game's plus
+`flag_bonus` or minus `death_penalty`. Perturbations (Machado et al. 2018): `sticky_actions` and
+`noop_max`. An env draws each episode's level from the set (`common.levels`), keeps one emulator
+per level played (~0.6 MiB each) and, with `frontier_starts`, its snapshots (`common.frontier`).
+Envs are built one after another (`build_envs`), each timed, retried and under a watchdog:
+building emulators in parallel is what made the previous trainer hang (docs/DESIGN.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Frontier starts: one env's archive of its own emulator snapshots near each level's frontier.
 
 Go-Explore-like (Ecoffet et al. 2021): a cell is Mario's (x, y) in X_CELL x Y_CELL pixel boxes;
-each level keeps the CELLS_PER_LEVEL furthest cells reached, each with a snapshot taken there
-(the one reached in the fewest agent steps from the level's start: the most clock left). A
-frontier start loads one of them, drawn uniformly: the hard stretch and the approach to it.
-A snapshot is opaque nes-py state: loaded into any emulator but the live one that dumped it, it
-crashes the process, so an archive belongs to one env and dies with it (common/env.py).
+a level keeps its CELLS_PER_LEVEL furthest cells, each with the snapshot reached in the fewest
+agent steps (the most clock left); a frontier start loads one, drawn uniformly. A snapshot loaded
+into any emulator but the live one that dumped it crashes the process: an archive is one env's.
 """
 
 from __future__ import annotations

@@ -43,8 +43,7 @@ from common._wire_checks import (
 
 # 2: chunks carry last_actions; 3: the Welcome the network and unroll length, chunks final_t; 4:
 # weights the level schedule's weights; 5: chunks core_state; 6: chunks each step's level; 7: the
-# Welcome carries the env spec, the registration none (the learner owns every setting); 8: episodes
-# their start_x (frontier starts)
+# Welcome the env spec, the registration none; 8: episodes their start_x (frontier starts)
 PROTOCOL_VERSION = 8
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
