@@ -7,6 +7,8 @@ import numpy as np
 from common.env import EnvSpec, EpisodeSummary, FrameEnv, signed_x
 from common.frontier import X_CELL, Y_CELL, Archive
 
+CORRIDOR = "tests.fakes:Corridor-v0"
+
 
 def test_the_archive_keeps_at_most_its_cap_per_level_and_the_furthest_cells():
     archive = Archive(cells_per_level=4)
@@ -90,3 +92,11 @@ def test_without_frontier_starts_every_episode_starts_at_the_level_start():
     env = FrameEnv(EnvSpec(no_progress_steps=30), seed=3)
     assert env.archive is None
     assert all(e.start_x == -1 for e in _play_right(env, 3))
+
+
+def test_the_share_is_checked_and_needs_mario_levels():
+    assert EnvSpec(frontier_starts=0.5).problems() == []
+    for spec in (EnvSpec(frontier_starts=1.0), EnvSpec(level=CORRIDOR, frontier_starts=0.5)):
+        (problem,) = spec.problems()
+        assert problem.startswith("frontier_starts must be in [0, 1) (0 = off; Mario levels only)")
+    assert FrameEnv(EnvSpec(level=CORRIDOR)).archive is None
