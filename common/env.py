@@ -222,7 +222,7 @@ class FrameEnv:
         """The emulator at the level's start, or at `_cell`'s snapshot; its info."""
         self._obs, info = self._env.reset()
         if self._cell is not None:
-            self._env.load_state(self._cell.snapshot)
+            self._env.load_state(self._cell.snapshot)  # dumped by this emulator (one per level)
             self._env._did_reset()  # the game's reward counters from the snapshot's state
             self._obs, info = self._env.screen, self._env._get_info()
         return info
