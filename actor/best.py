@@ -1,8 +1,7 @@
 """The best policy the eval actor keeps: the score that judges a policy (the mean over the run's
-levels of each level's last `window` perturbed sampled episodes' mean progress; none until every
-window is full), and `RUN/eval/best-policy.pt` (`common.rundir.BEST_POLICY`), written whole or
-not at all when the score beats the best so far and read back on a restart (`BestKeeper`).
-docs/EVALUATION.md ("The best policy") says what the file holds and why each rule is so.
+levels of each level's last `window` perturbed sampled episodes' mean progress, none until every
+window is full), and `RUN/eval/best-policy.pt`, replaced only by a better one.
+docs/EVALUATION.md, "The best policy".
 """
 
 from __future__ import annotations

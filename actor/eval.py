@@ -1,26 +1,11 @@
 """`python -m actor.eval`: the eval actor, greedy and sampled episodes with the newest weights,
 played perturbed and judged while training runs; it keeps the best policy.
 
-The eval actor registers like any actor (it builds the network and the envs the learner's Welcome
-names and receives its weight broadcasts) but sends no chunks; it takes the training actor's flags
-too, so that one ACTOR_ARGS serves both (those that size the training actor's envs, --num-envs and
---lanes, do not apply: it plays one env per level). Its episodes step through the training
-actor's own path (actor/evaluation.py), on the learner's envs perturbed as the standard Atari
-protocol judges play (`actor.evaluation.perturbed`: sticky actions 0.25 and no-op starts 0..30,
-or the learner's own where larger): a policy that memorised one button sequence scores what it
-can play, not what it can replay.
-Every `eval_interval_s` it plays `eval_episodes` greedy episodes (argmax actions; perturbed, no
-two alike) and then `eval_sampled_episodes` sampled ones (actions drawn from the policy, as the
-actors play, from a generator seeded by `--seed` and the actor id) with the newest policy,
-applied between episodes. It exports `mario_eval_*` metrics per level and policy (means and the
-median over each policy's last `eval_window` episodes on that level, and the mean progress where
-the level's length is known), and keeps the video and summary of each level's best episode so
-far, of either policy, in `eval_dir` (best-<level>.mp4 / .json). Between evaluations it only
-keeps the connection alive, so it costs little CPU.
-
-After each evaluation it scores the policy and keeps the best in `eval_dir`/best-policy.pt,
-which `make eval` plays when no checkpoint is named (actor/best.py). With a set of levels, each
-evaluation plays one level, the levels in turn. docs/EVALUATION.md ("The eval actor") says why.
+It registers like an actor (the network and envs of the learner's Welcome, its weight broadcasts)
+but sends no chunks, and takes the training actor's flags too. Every `eval_interval_s` it plays
+one level of the set in turn, through the training actor's own path (actor/evaluation.py),
+perturbed and from the level's start; it exports `mario_eval_*` per level and policy, keeps each
+level's best episode and the best policy (actor/best.py). docs/EVALUATION.md, "The eval actor".
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Evaluation episodes, free of sockets: played by the eval actor and by `make eval`.
 
-An episode is stepped by the training actor's own path (actor/rollout.py): a `Lane` of one env
-keeps the frame ring, the previous action and the core's state, and `infer_and_act` chooses the
-action, so the policy sees in evaluation exactly what it saw in training; the lane's chunks are
-dropped as they fill. Two policies are played from one network: `greedy` (argmax actions) and
-`sampled` (actions drawn from the policy, as the actors play, from a seeded generator).
-
-`PERTURBATION` is the one definition of "perturbed" that the eval actor and `make eval` share, the
-standard Atari protocol's (Machado et al. 2018): sticky actions 0.25 and no-op starts 0..30
-(common/env.py). A policy that memorised a button sequence plays the plain env well and drops
-perturbed; one that reads the screen does not.
-
-Video: one full-colour NES screen (240x256) per agent step, upscaled by an integer factor with
-nearest neighbour, at 60/frame_skip fps, H.264 yuv420p in MP4: `length + 1` screens for an
-episode of `length` agent steps (the reset screen, then the last NES frame of each step).
+An episode is stepped by the training actor's own path (actor/rollout.py): a `Lane` of one env,
+its chunks dropped as they fill, so the policy sees in evaluation exactly what it saw in training.
+Two policies are played from one network: `greedy` (argmax) and `sampled` (from a seeded
+generator). `PERTURBATION` is the one definition of "perturbed" (Machado et al. 2018), and every
+episode starts at its level's start. Videos: docs/EVALUATION.md, "The video".
 """
 
 from __future__ import annotations
@@ -54,6 +45,7 @@ def perturbed(spec: EnvSpec, by: Perturbation = PERTURBATION) -> EnvSpec:
         spec,
         sticky_actions=max(spec.sticky_actions, by.sticky_actions),
         noop_max=max(spec.noop_max, by.noop_max),
+        frontier_starts=0.0,  # evaluation plays from the level's start
     )
 
 
@@ -147,6 +139,8 @@ class EpisodePlayer:
     waits on its next episode's reset frame. `state_size`: the network's core state (0: none)."""
 
     def __init__(self, env: FrameEnv, state_size: int = 0, record: bool = True):
+        if env.spec.frontier_starts:
+            raise ValueError("evaluation plays from the level's start: set frontier_starts=0")
         self.env = env
         self._watched = _Watched(env, record)
         self.lane = Lane([self._watched], CHUNK_STEPS, env.num_actions, state_size=state_size)

@@ -1,18 +1,11 @@
 """The actor's connection to the learner: registration, credits, weights, heartbeats, reconnects.
 
-Sockets: a DEALER to the learner's ROUTER (registration, chunks, heartbeats out; the Welcome,
-credits, weights on request, refusals, heartbeats in) and a SUB to its PUB on PORT+1 (weight
-broadcasts), or to a relay on this host that forwards them (`weights_from`, actor/relay.py).
-All socket use stays on the thread that owns the `LearnerLink`.
-
-The Welcome (unroll length, network, envs) goes to `on_welcome`; only weights of that network are
-applied. One chunk costs one credit (learner/ingest.py); with none the actor waits in
-`wait_for_credit`. Silence for `timeout_s` means the learner is gone: the sockets are rebuilt and
-the actor registers again (a new session, a fresh TCP connection rather than one stalled in
-retransmission backoff) after a pause that doubles up to `backoff_max_s`. When the heartbeats'
-policy version is ahead and no broadcast came for `WEIGHTS_SILENCE_S` (a relay down), the actor
-asks for the weights over its DEALER, at most once per that interval. A Welcome behind the
-actor's version (an older checkpoint) makes the learner's next weights the policy.
+Sockets: a DEALER to the learner's ROUTER and a SUB to its PUB on PORT+1 (or to a relay on this
+host, `weights_from`), used only by the thread that owns the `LearnerLink`. The Welcome goes to
+`on_welcome`; only weights of its network are applied; one chunk costs one credit. Silence for
+`timeout_s` rebuilds the sockets and registers again after a pause doubling up to `backoff_max_s`;
+weights missing for `WEIGHTS_SILENCE_S` while the learner is ahead are asked for over the DEALER.
+The protocol and its reasons: docs/DESIGN.md.
 """
 
 from __future__ import annotations

@@ -150,6 +150,7 @@ class Actor:
         for finished in lane.take_finished():
             for e in finished.episodes:
                 self.metrics.count_episode(e.level, e.outcome)
+            self.metrics.frontier_cells.set(sum(len(e.archive or ()) for e in self.envs))
             waited = _Waited(self.metrics.flow_control_wait_seconds.inc)
             ok = self.link.wait_for_credit(
                 lambda waited=waited: waited.tick() or self.stopping.is_set() or self.lanes_stale

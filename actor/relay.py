@@ -2,16 +2,10 @@
 
     python -m actor.relay --learner HOST:PORT [--bind 127.0.0.1:PORT2] [--curve-dir KEYS]
 
-The learner's PUB sends every weight message once per subscriber; with many actors on another
-host that multiplies its send work and its network traffic by the actors' count
-(docs/PERFORMANCE.md, "Weight broadcast"). A relay on each actor host makes it one copy per
-host: the actors subscribe to the relay's PUB on the host's loopback (`--weights-from`), the relay
-to the learner, with CURVE keys when the learner has them. Frames are forwarded as they arrive,
-undecoded; a message that is not Weights is dropped and counted, never forwarded.
-The actors' registration, chunks and heartbeats still go to the learner directly, and an actor
-whose broadcasts go silent while the learner is ahead asks the learner for weights itself
-(actor/link.py), so a relay that dies costs its actors nothing but bandwidth until supervisord
-restarts it.
+The learner's PUB sends every weight message once per subscriber; a relay per actor host makes it
+one copy per host (docs/PERFORMANCE.md, "Weight broadcast"). Frames are forwarded undecoded; a
+message that is not Weights is dropped and counted. An actor whose broadcasts go silent asks the
+learner itself (actor/link.py), so a dead relay costs only bandwidth until it is restarted.
 """
 
 from __future__ import annotations

@@ -9,19 +9,9 @@ to change, and `RETIRED: ClassVar[dict[str, str]]`, former fields with the messa
 key still naming one gets. Field types: bool, int, float, str, Literal[...] of str or int, `X |
 None` of those (not bool), and tuple[E, ...] / list[E] with E one of int, float, str.
 
-Precedence, lowest first: field defaults, the `--config` TOML file, command-line flags.
-
-    --batch-size 64 --lr 1e-4       one flag per field, underscores spelled as dashes
-    --cuda / --no-cuda              bool fields
-    --levels 1-1,4-2                sequences, comma-separated; an empty string is empty
-    --max-steps none                `none` sets an optional field to None
-
-Flags are spelled out in full (no abbreviations). A TOML file holds one table per process, named
-after its `prog` (`[learner]`, `[actor]`), with field names as keys (dashes also accepted); a
-top-level key, which every process would read, is refused. TOML has no null: leave an optional
-key out to keep its default. Every problem (unknown keys and flags, wrong types, values out of
-bounds, an unreadable file, then `problems()`) is collected before failing, so one run shows them
-all; the command line, TOML files and `from_dict` share one validation path, `_build`.
+Field defaults, then the `--config` TOML file's `[prog]` table, then flags (`--no-X` for a bool,
+`none` for an optional, sequences comma-separated), as docs/reference/ says. Every problem is
+collected before failing; the command line, TOML files and `from_dict` share one path, `_build`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """ZeroMQ CURVE for the learner link: key files, the learner's allow-list, socket options.
 
-With CURVE on, every byte between learner and actors is encrypted, and the learner's ZAP handler
-accepts only actors whose public key sits in its allow-list, on both of its sockets: an unknown
-key can neither send chunks to the ROUTER nor receive weights from the PUB.
-
-Key layout (what `make keys` writes; each process's `--curve-dir` is one of these directories):
-
-    KEYS/learner/learner.key_secret        the learner's key pair (mode 0600)
-    KEYS/learner/learner.key               its public key
-    KEYS/learner/authorized/actor-<i>.key  public keys of the actors it accepts (*.key)
-    KEYS/actor-<i>/actor.key_secret        actor i's key pair (mode 0600)
-    KEYS/actor-<i>/actor.key               its public key
-    KEYS/actor-<i>/learner.key             the learner's public key, to authenticate the learner
-
-Key files are zmq's certificate format (`zmq.auth.create_certificates`). The allow-list is read
-when the learner starts: restart it after adding or removing actor keys.
+With CURVE on, every byte between learner and actors is encrypted, and the learner accepts only
+actors whose public key sits in its allow-list (`authorized/*.key`, read when it starts), on both
+of its sockets. The key layout `make keys` writes: docs/DEPLOY.md.
 """
 
 from __future__ import annotations

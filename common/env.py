@@ -1,22 +1,14 @@
 """The env factory: one preprocessed 84x84 grayscale frame per agent step.
 
-An agent step repeats the action for `frame_skip` NES frames (one nes-py `step` is one frame),
-sums the rewards, and returns the pixel-wise max of the last two frames (the NES draws some sprites
-on alternate frames), in nes-py's grayscale, resized to `frame_size` (a 2x2 box filter, then
-bilinear). Frames are not stacked here: `common.stacking` builds stacks wherever they are needed.
-An episode is truncated (not terminated) after `no_progress_steps` agent steps without a new
-maximum x. A step's training reward is the game's plus `flag_bonus` at the flag or minus
-`death_penalty` at a death; the learner scales it in its loss (`--loss-reward-scale`), not here.
-
-Two perturbations (Machado et al. 2018) keep a policy from replaying one memorised sequence:
-`sticky_actions` (each NES frame repeats the frame before's buttons with that probability) and
-`noop_max` (each episode starts after 0 to `noop_max` agent steps without buttons, uniformly).
-
-Levels are a set of stages or one Gymnasium id (`common.levels`): an env draws each episode's
-level at its reset and keeps one emulator per level played (~0.6 MiB each).
-
-Envs in one process are built one after another (`build_envs`; in parallel, NES emulators hung
-the previous trainer), each timed, logged, retried with backoff and guarded by a watchdog.
+An agent step repeats the action for `frame_skip` NES frames, sums the rewards, and returns the
+pixel-wise max of the last two frames (the NES draws some sprites on alternate frames), in nes-py's
+grayscale, resized to `frame_size`. An episode is truncated (not terminated) after
+`no_progress_steps` agent steps without a new max x; the training reward is the game's plus
+`flag_bonus` or minus `death_penalty`. Perturbations (Machado et al. 2018): `sticky_actions` and
+`noop_max`. An env draws each episode's level from the set (`common.levels`), keeps one emulator
+per level played (~0.6 MiB each) and, with `frontier_starts`, its snapshots (`common.frontier`).
+Envs are built one after another (`build_envs`), each timed, retried and under a watchdog:
+building emulators in parallel is what made the previous trainer hang (docs/DESIGN.md).
 """
 
 from __future__ import annotations
@@ -35,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 
 from common.env_spec import ACTION_SETS, BUTTON_BITS, EnvSpec
+from common.frontier import Archive, Cell
 from common.levels import LevelSchedule
 
 log = logging.getLogger(__name__)
@@ -52,6 +45,7 @@ class EpisodeSummary(NamedTuple):
     max_x: int
     flag: bool
     outcome: str  # flag | death | no_progress | other
+    start_x: int = -1  # x of the frontier snapshot it started from; -1: the level's start
 
 
 class Step(NamedTuple):
@@ -107,6 +101,8 @@ class FrameEnv:
         self.schedule = LevelSchedule(spec.levels, seeds)
         self._rng = np.random.default_rng((*seeds, 1))  # sticky actions and no-op starts
         self._held = 0  # the buttons of the last NES frame (sticky actions)
+        self.archive = Archive() if spec.frontier_starts else None  # this env's own snapshots
+        self._cell: Cell | None = None  # the snapshot this episode started from
         self._games: dict[str, Any] = {}  # level -> its emulator, built when first drawn
         self._on_level_built = on_level_built
         self._on_level_failed = on_level_failed
@@ -206,10 +202,14 @@ class FrameEnv:
         return self._out
 
     def reset(self) -> np.ndarray:
-        """Start an episode on the next level of the set; returns its first frame (a reused
-        view: copy it to keep it)."""
+        """Start an episode on the next level of the set, at its start or (a `frontier_starts`
+        share) at a snapshot of this env's archive; returns its first frame (a reused view: copy
+        it to keep it)."""
         self._draw_level()
-        self._obs, info = self._env.reset()
+        self._cell = None
+        if self.archive is not None and self._rng.random() < self.spec.frontier_starts:
+            self._cell = self.archive.pick(self.level, self._rng)
+        info = self._start()
         self._held = 0
         if self.spec.noop_max:
             info = self._noop_start(info)
@@ -218,14 +218,29 @@ class FrameEnv:
         self._grab(self._gray[0])
         return self._finish_frame(self._gray[0], None)
 
+    def _start(self) -> dict[str, Any]:
+        """The emulator at the level's start, or at `_cell`'s snapshot; its info."""
+        self._obs, info = self._env.reset()
+        if self._cell is not None:
+            self._env.load_state(self._cell.snapshot)  # dumped by this emulator (one per level)
+            self._env._did_reset()  # the game's reward counters from the snapshot's state
+            self._obs, info = self._env.screen, self._env._get_info()
+        return info
+
     def _noop_start(self, info: dict[str, Any]) -> dict[str, Any]:
         """0..noop_max agent steps with no buttons; an episode that ends meanwhile restarts."""
         for _ in range(int(self._rng.integers(self.spec.noop_max + 1)) * self.spec.frame_skip):
             self._obs, _, terminated, truncated, info = self._env.step(0)
             if terminated or truncated:
-                self._obs, info = self._env.reset()
-                break
+                return self._start()
         return info
+
+    def _remember(self, x: int) -> None:
+        """Offer the archive a snapshot of Mario standing (not jumping, falling or dying) at x."""
+        ram = self._env.ram
+        if x > 0 and ram[0x0E] == 8 and ram[0x1D] == 0 and ram[0xB5] == 1:  # normal, on ground
+            steps = self._length + (self._cell.steps if self._cell else 0)
+            self.archive.offer(self.level, x, 255 - int(ram[0x3B8]), steps, self._env.dump_state)
 
     def step(self, action: int) -> Step:
         button = self._buttons[action]
@@ -263,6 +278,8 @@ class FrameEnv:
         if terminated:
             shaped += self.spec.flag_bonus if flag else -self.spec.death_penalty
         truncated = truncated or no_progress
+        if self.archive is not None and not (terminated or truncated):
+            self._remember(x)
         episode = None
         if terminated or truncated:
             if no_progress:
@@ -271,12 +288,14 @@ class FrameEnv:
                 outcome = "flag" if flag else "death"
             else:
                 outcome = "other"
+            start_x = self._cell.x if self._cell else -1
             episode = EpisodeSummary(
-                self.level, self._return, self._length, self._max_x, flag, outcome
+                self.level, self._return, self._length, self._max_x, flag, outcome, start_x
             )
         return Step(frame, shaped, terminated, truncated, episode)
 
     def close(self) -> None:
+        self.archive = None  # its snapshots die with their emulators
         for game in self._games.values():
             game.close()
 

@@ -1,18 +1,11 @@
 """Level sets: which Super Mario Bros stages an env plays, and how it picks the next one.
 
-A set is written as a comma-separated list of stages ("1-1,1-2,4-1"), a world ("world:1", its
-four stages), "all" (the 32 stages), or any mix of these ("world:1,4-1"); a stage named twice
-counts once, and the set keeps the order in which it was written. Anything that is not a
-stage ("tests.fakes:Corridor-v0") is a Gymnasium id and must stand alone: a set of one.
-
-Each env draws the level of its next episode from the set, every level alike, with its own
-random generator, so a run's draws are reproducible from its seed. The policy is never told which
-level it plays.
-
-A level's length is the x position of its flag (or, in a castle, its axe), measured from the game
-by `scripts.dev.analysis.level_lengths` and kept in common/level_lengths.json with the command that
-measured it. `progress` turns an episode's max x into a share of its level, so that levels of
-different lengths can be averaged and compared.
+A set: stages ("1-1,1-2,4-1"), a world ("world:1"), "all", or a mix ("world:1,4-1"), each stage
+once, in the order written; anything else ("tests.fakes:Corridor-v0") is a Gymnasium id, alone.
+Each env draws its next episode's level from the set, every level alike, with its own generator
+(reproducible from the seed); the policy is never told which level it plays. A level's length is
+its flag's (or axe's) x, measured by `scripts.dev.analysis.level_lengths` into
+common/level_lengths.json; `progress` turns an episode's max x into a share of it.
 """
 
 from __future__ import annotations

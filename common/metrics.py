@@ -158,6 +158,7 @@ class LearnerMetrics(_Metrics):
         _M("episode_length", Histogram, "mario_episode_length_steps", "Episode agent steps.", ("level",), LENGTH_BUCKETS),
         _M("episodes", Counter, "mario_episodes", "Finished episodes, by level and outcome.", ("level", "outcome")),
         _M("episode_progress", Histogram, "mario_episode_progress", "Max x as a share of the level's length (1 at the flag); levels of known length only.", ("level",), PROGRESS_BUCKETS),
+        _M("frontier_episodes", Counter, "mario_frontier_episodes", "Training episodes started from a frontier snapshot (--frontier-starts); no other episode metric counts them.", ("level",)),
         # the newest 200 training episodes, all levels together (0 before the first)
         _M("recent_return", Gauge, "mario_recent_episodes_return", "Mean game return of the newest training episodes.", row="mean_return", tag="episodes/mean_return"),
         _M("recent_max_x", Gauge, "mario_recent_episodes_max_x", "Mean max x of the newest training episodes.", row="mean_max_x", tag="episodes/mean_max_x"),
@@ -280,7 +281,8 @@ class ActorMetrics(_Metrics):
         _M("step_seconds", Counter, "mario_actor_step_seconds", "Time stepping envs."),
         _M("flow_control_wait_seconds", Counter, "mario_actor_flow_control_wait_seconds", "Time blocked waiting for a send credit."),
         _M("policy_version", Gauge, "mario_actor_policy_version", "Acting policy version."),
-        _M("episodes", Counter, "mario_actor_episodes", "Finished episodes.", ("level", "outcome")),
+        _M("episodes", Counter, "mario_actor_episodes", "Finished episodes (frontier starts too).", ("level", "outcome")),
+        _M("frontier_cells", Gauge, "mario_actor_frontier_cells", "Frontier snapshots held by this actor's envs, all levels (~255 KiB each, at most 16 per level and env)."),
         _M("chunks_sent", Counter, "mario_actor_chunks_sent", "Chunks sent."),
         _M("reconnects", Counter, "mario_actor_reconnects", "New sessions with the learner: after a silence, or a learner that forgot this actor."),
         _M("credits", Gauge, "mario_actor_credits", "Send credits in hand."),

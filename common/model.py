@@ -5,19 +5,15 @@ Input: uint8 stacked frames [B, S, H, W] (S = 4, H = W = 84) and, as in IMPALA (
 an episode). Output: policy logits [B, A] and state value [B], and with a recurrent core its new
 state [B, C].
 
-The recurrent core (`ModelSpec.core`, "none" by default): an LSTM or GRU cell of `core_size`
-units between the trunk and the heads, its state [B, C] (C = `state_size`: 2 x core_size for the
-LSTM, h then c; core_size for the GRU; 0 without a core) zero at an episode's first step and
-unrolled by the learner from each chunk's (`core_unroll`). The previous action's embedding is
-added to the trunk's hidden layer before the ReLU, starting at zero. Input normalisation
-standardises each pixel by its running moments over the frames trained on (buffers that travel
-with the weights; docs/lab/2026-11-input-norm-and-sample-reuse.md). docs/DESIGN.md ("Data path",
-"Network") says why each is there.
+The recurrent core (`ModelSpec.core`, "none" by default): an LSTM or GRU cell of `core_size` units
+between the trunk and the heads, its state [B, C] (C = `state_size`) zero at an episode's first
+step and unrolled by the learner from each chunk's (`core_unroll`). The previous action's
+embedding is added to the trunk's hidden layer before the ReLU. Input normalisation standardises
+each pixel by its running moments over the frames trained on (buffers that travel with the
+weights). docs/DESIGN.md ("Network") says why each is there.
 
-Three trunks: "small" (default), Mnih et al. 2013 / A3C (16-8/4, 32-4/2, FC 256); "nature", the
-Nature-DQN CNN (Mnih et al. 2015: 32-8/4, 64-4/2, 64-3/1, FC 512), ~2.5x its CPU time; "resnet",
-the IMPALA deep ResNet (Espeholt et al. 2018, Fig. 3: sections of 16, 32, 32 channels, each a
-conv, a 3x3/2 max-pool and two residual blocks, then FC 256), ~13x.
+Trunks: "small" (default; Mnih et al. 2013 / A3C), "nature" (Mnih et al. 2015; ~2.5x its CPU
+time) and "resnet" (the IMPALA deep ResNet, Espeholt et al. 2018, Fig. 3; ~13x).
 """
 
 from __future__ import annotations

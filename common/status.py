@@ -176,19 +176,9 @@ def indicators(now: dict[str, float], before: dict[str, float], window_s: float)
 
 
 def verdict(now: dict[str, float], before: dict[str, float], window_s: float) -> str:
-    """The dashboard's Bottleneck verdict between two samples taken `window_s` seconds apart:
-
-    | learner wait share | actor credit wait | ingest queue | verdict         |
-    | any                | any               | > 80% full   | learner-bound   |
-    | < 50%              | > 30%             | not full     | learner-bound   |
-    | > 50%              | > 30%             | not full     | transport-bound |
-    | > 50%              | < 30%             | not full     | actor-bound     |
-    | < 50%              | < 30%             | not full     | balanced        |
-
-    Without actor samples (the learner's own registry has none) the credit wait counts as low, as
-    on the dashboard (`or vector(0)`): actor-bound may then be transport-bound, and balanced may
-    hide actors blocked on credits.
-    """
+    """The dashboard's Bottleneck verdict between two samples taken `window_s` seconds apart, by
+    docs/MONITORING.md's table ("Reading the Bottleneck panel"). Without actor samples (the
+    learner's own registry has none) the credit wait counts as low, as on the dashboard."""
     ind = indicators(now, before, window_s)
     starved = ind.wait_share > WAIT_SHARE_HIGH
     blocked = ind.credit_wait is not None and ind.credit_wait > CREDIT_WAIT_HIGH

@@ -6,14 +6,10 @@ A message is a list of frames: one small msgpack header, then one raw buffer per
                              "a": [[name, dtype, shape], ...]}
     frame 1+i   the C-contiguous little-endian bytes of array a[i]: prod(shape) * itemsize bytes
 
-Nothing is pickled: the header holds only msgpack scalars, lists and maps, and arrays travel as
-their raw bytes, so a corrupt or hostile peer can at worst make `decode` raise `ProtocolError`.
-This module never touches sockets: the transport only moves the frames. A chunk's arrays and
-their alignment are declared in common/chunk.py (`LAYOUT`).
-
-Decoded arrays are read-only, zero-copy views of the received frames (possibly unaligned): copy
-them (`np.array(x)`, `torch.tensor(x)`) to mutate them or move them to pinned memory. Every
-message validates itself on construction, so the sender fails as early as the receiver would.
+Nothing is pickled, so a corrupt or hostile peer can at worst make `decode` raise
+`ProtocolError`; no sockets here; a chunk's arrays are declared in common/chunk.py (`LAYOUT`).
+Decoded arrays are read-only, zero-copy views of the frames (possibly unaligned): copy them to
+mutate them or pin them. Every message validates itself on construction, as the receiver would.
 """
 
 import dataclasses
@@ -43,8 +39,8 @@ from common._wire_checks import (
 
 # 2: chunks carry last_actions; 3: the Welcome the network and unroll length, chunks final_t; 4:
 # weights the level schedule's weights; 5: chunks core_state; 6: chunks each step's level; 7: the
-# Welcome carries the env spec, the registration none (the learner owns every setting)
-PROTOCOL_VERSION = 7
+# Welcome the env spec, the registration none; 8: episodes their start_x (frontier starts)
+PROTOCOL_VERSION = 8
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
 
@@ -168,6 +164,7 @@ class EpisodeStats:
     max_x: int  # furthest x position reached, >= 0
     flag: bool  # reached the flag
     outcome: str  # "flag" | "death" | "no_progress" | "other"
+    start_x: int = -1  # x of the frontier snapshot it started from; -1: the level's start
 
     def __post_init__(self) -> None:
         check_str("episode.level", self.level, nonempty=True)
@@ -175,6 +172,7 @@ class EpisodeStats:
         object.__setattr__(self, "episode_return", ret)
         check_int("episode.length", self.length, lo=1)
         check_int("episode.max_x", self.max_x)
+        check_int("episode.start_x", self.start_x, lo=-1)
         check_bool("episode.flag", self.flag)
         if type(self.outcome) is not str or self.outcome not in _OUTCOMES:
             raise ProtocolError(

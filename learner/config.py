@@ -58,6 +58,9 @@ class LearnerConfig:
     noop_max: Annotated[int, Ge(0), Le(1000)] = _f(
         EnvSpec.noop_max, "episodes start after 0..N agent steps without buttons (0 = off)"
     )
+    frontier_starts: Annotated[float, Ge(0), Lt(1)] = _f(
+        EnvSpec.frontier_starts, "share of episodes started near the level's frontier (0 = off)"
+    )
     # ---- the network, likewise sent in the Welcome
     arch: Arch = _f("small", "network, sent to the actors at registration")
     core: Core = _f("none", "recurrent core between trunk and heads: none | lstm | gru")

@@ -1,18 +1,11 @@
 """The learner's IO thread: owns both sockets, admits actors, validates chunks, grants credits.
 
-ROUTER on PORT: Register / Chunk / Heartbeat / WeightsRequest in; Welcome / Credit / Refuse /
-Weights / Heartbeat out. PUB on PORT+1: weight broadcasts. Only this thread touches the sockets;
-the train loop takes chunks from a bounded queue and hands encoded weights over through `publish`.
-
-The Welcome tells the actor what to build (unroll length, model spec, env spec: the learner is
-the one source of every run setting) and grants `credits_per_actor`. Every chunk that arrives
-earns its sender one credit back, but only while the queue has room (a full queue owes them), so
-actors stop sending instead of the learner queueing without bound.
-
-A chunk is refused (counted, its credit returned, nothing of it kept, its episodes nowhere) when
-it cannot be decoded, its sender is not registered, its seq was seen before (a duplicate), its
-shape is not the run's, or it indexes another level set. A stale chunk (of a policy more than
-`max_policy_lag` updates old) is not trained on, but its episodes were this run's and count.
+ROUTER on PORT (Register / Chunk / Heartbeat / WeightsRequest in; Welcome / Credit / Refuse /
+Weights / Heartbeat out), PUB on PORT+1 (weight broadcasts); only this thread touches them. The
+Welcome carries every run setting and `credits_per_actor`; each chunk earns one credit back while
+the queue has room. A refused chunk (undecodable, unregistered sender, duplicate seq, another
+shape or level set) is counted and nothing of it kept; a stale one is not trained on but its
+episodes count. docs/DESIGN.md, "Flow control and policy lag".
 """
 
 from __future__ import annotations
@@ -361,13 +354,17 @@ class Ingest:
         return None
 
     def _record_episodes(self, info: ActorInfo, chunk: wire.Chunk) -> None:
-        """A valid chunk's episodes, into the metrics, the curves and the level statistics."""
+        """A valid chunk's episodes, into the curves; those from the level's start also into the
+        metrics and the level statistics, those from a frontier snapshot only counted."""
         for e in chunk.episodes:
+            self._new_episodes.append((time.time(), info.actor_id, e))
+            if e.start_x >= 0:
+                self.metrics.frontier_episodes.labels(e.level).inc()
+                continue
             p = progress(e.level, e.max_x, e.flag)
             self.metrics.observe_episode(e.level, e.outcome, e.episode_return, e.max_x, e.length, p)
             self.on_episode(e)
             self.episodes.append(e)
-            self._new_episodes.append((time.time(), info.actor_id, e))
 
     def _on_chunk(self, info: ActorInfo, chunk: wire.Chunk) -> None:
         newest = self._seqs.get(chunk.instance_id, -1)

@@ -212,7 +212,8 @@ class Telemetry:
             row = {"time": t, "env_frames": totals.env_frames, "actor_id": actor_id}
             row |= {"level": e.level, "max_x": e.max_x, "flag": e.flag, "return": e.episode_return}
             row |= {"progress": progress(e.level, e.max_x, e.flag)}
-            rows.append(json.dumps(row | {"length": e.length, "outcome": e.outcome}))
+            row |= {"length": e.length, "outcome": e.outcome, "start_x": e.start_x}
+            rows.append(json.dumps(row))
         append_lines(self.run.episodes, rows)
 
 

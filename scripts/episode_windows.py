@@ -6,7 +6,8 @@ progress; the learner's start is a `{"event": "start"}` line. A window holds the
 *ended* in it, counted from the first start, so a curve means the same however fast the run goes.
 Time is the run's own: a run stopped and resumed on the same run dir (a new start line) goes on
 from where it stopped, the time between its last episode and the next start left out, so a run
-resumed the next day draws one curve and not a gap.
+resumed the next day draws one curve and not a gap. An episode started from a frontier snapshot
+(`start_x` >= 0, `--frontier-starts`) is on no curve: only those from the level's start are.
 
 An episode's progress is its max x as a share of its level (`common.levels.progress`, 1 at the
 flag), as logged by the learner or, for a log from before progress was logged, computed from its
@@ -85,8 +86,8 @@ def read_episodes(path: Path, level: str | None = None) -> Episodes:
                 continue
             t = float(d["time"])
             run_s = clock.arrived(t)  # every episode moves the clock, of any level
-            if level and d.get("level") != level:
-                continue
+            if (level and d.get("level") != level) or d.get("start_x", -1) >= 0:
+                continue  # another level's, or a frontier start's (never on a curve)
             row = (t, int(d["env_frames"]), int(d["max_x"]), bool(d["flag"]))
             name = str(d.get("level", "?"))
             p = d.get("progress")

@@ -52,7 +52,7 @@ def test_settings_the_learner_owns_are_refused_with_where_to_set_them(tmp_path):
     )
     r = run_actor(
         *("--arch", "nature", "--no-last-action", "--config", str(config), "--level", "1-2"),
-        *("--frame-skip", "2", "--reward-scale", "0.1"),
+        *("--frame-skip", "2", "--reward-scale", "0.1", "--frontier-starts", "0.5"),
     )
     assert r.returncode == 2
     env = "the actor takes its env settings from the learner at registration; set"
@@ -63,6 +63,7 @@ def test_settings_the_learner_owns_are_refused_with_where_to_set_them(tmp_path):
         "here",
         f"--level: {env} --level on the learner and remove it here",
         f"--frame-skip: {env} --frame-skip on the learner and remove it here",
+        f"--frontier-starts: {env} --frontier-starts on the learner and remove it here",
         "--reward-scale: the learner scales and clips rewards in its loss: set "
         "--loss-reward-scale there, remove it here",
         "--arch: the actor takes its network from the learner at registration; set --arch on "

@@ -135,6 +135,20 @@ def test_an_episode_shows_length_plus_one_screens_and_its_previous_actions():
     assert lasts[n] == env.num_actions
 
 
+def test_evaluation_never_starts_from_a_frontier_snapshot():
+    """The eval actor and `make eval` play `perturbed` specs: from the level's start, always; a
+    player refuses an env that could start elsewhere."""
+    trained = EnvSpec(frontier_starts=0.5, no_progress_steps=20)
+    with pytest.raises(ValueError, match="level's start"):
+        evaluation.EpisodePlayer(FrameEnv(trained))
+    env = FrameEnv(evaluation.perturbed(trained))
+    assert env.spec.frontier_starts == 0 and env.archive is None
+    player = evaluation.EpisodePlayer(env, record=False)
+    episodes = [player.play(scripted_policy(lambda stack, last: 1)) for _ in range(2)]
+    assert [e.summary.start_x for e in episodes] == [-1, -1]
+    env.close()
+
+
 def test_the_eval_actor_is_its_own_command_and_the_actor_has_no_eval_flags(capsys):
     cfg = config_io.load(
         EvalConfig,

@@ -244,6 +244,11 @@ def test_bad_episode_stats():
     header = header_of(frames)
     del header["f"]["episodes"][0]["max_x"]
     rejects(with_header(frames, header), "chunk.episodes[0]: missing ['max_x']")
+    header = header_of(frames)
+    header["f"]["episodes"][0]["start_x"] = -2  # -1: the level's start, else a snapshot's x
+    rejects(with_header(frames, header), "episode.start_x=-2 is out of range")
+    header["f"]["episodes"][0]["start_x"] = 2900
+    assert decode(with_header(frames, header)).episodes[0].start_x == 2900
 
 
 def test_not_msgpack_and_not_buffers():

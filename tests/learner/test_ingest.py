@@ -363,6 +363,22 @@ def test_credits_outstanding_count_grants_less_spends_and_leave_with_a_silent_ac
     wait_for(lambda: outstanding() == 2)
 
 
+def registered_ingest() -> tuple[Ingest, list, Client, int]:
+    """A started Ingest whose level-start episodes land in a list, and a registered client; the
+    ingest's port."""
+    seen: list = []
+    port = free_port(2)
+    ing = Ingest(
+        ingest_settings(), LearnerMetrics(levels=ENV.levels), lambda: 0, host="127.0.0.1",
+        port=port, on_episode=seen.append,
+    )  # fmt: skip
+    ing.start()
+    c = Client(port)
+    c.send(register())
+    assert c.recv() == WELCOME
+    return ing, seen, c, port
+
+
 REFUSALS = ["malformed", "unknown_actor", "duplicate", "shape", "level_set", "level_index"]
 
 
@@ -392,17 +408,8 @@ def _refused(reason: str, c: Client, port: int, episode: wire.EpisodeStats) -> C
 def test_a_refused_chunk_contributes_no_episode(reason):
     """Its episodes reach neither the metrics, nor the curves (metrics.jsonl reads `episodes`,
     episodes.jsonl `drain_episodes`), nor the level statistics (`on_episode`)."""
-    seen = []
-    port = free_port(2)
-    ing = Ingest(
-        ingest_settings(), LearnerMetrics(levels=ENV.levels), lambda: 0, host="127.0.0.1",
-        port=port, on_episode=seen.append,
-    )  # fmt: skip
-    ing.start()
+    ing, seen, c, port = registered_ingest()
     try:
-        c = Client(port)
-        c.send(register())
-        assert c.recv() == WELCOME
         refused = wire.EpisodeStats(
             level="1-2", episode_return=7.0, length=9, max_x=900, flag=False, outcome="death"
         )

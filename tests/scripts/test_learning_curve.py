@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from common.rundir import RunDir
+from common.wire import EpisodeStats
+from learner.telemetry import Telemetry, Totals
 from scripts import episode_windows, learning_curve, report
 
 
@@ -248,3 +251,34 @@ def test_frame_curves_are_drawn_with_their_mean_and_the_reference(tmp_path, monk
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert [w.mean_max_x for w in drawn["a"]] == [300.0, 900.0]
     assert [w.mean_max_x for w in drawn["b"]] == [700.0]
+
+
+def test_frontier_start_episodes_are_logged_with_their_start_and_left_off_every_curve(tmp_path):
+    """The learner logs each episode's start_x (-1: the level's start); the curves read only the
+    episodes from the level's start, whatever the frontier starts reached."""
+    run = RunDir(tmp_path / "r")
+    run.root.mkdir()
+    run.episodes.write_text(json.dumps({"event": "start", "time": 1000.0, "env_frames": 0}) + "\n")
+
+    def episode(max_x: int, start_x: int = -1) -> EpisodeStats:
+        flag = max_x >= 3160
+        outcome = "flag" if flag else "death"
+        return EpisodeStats(level="1-1", episode_return=1.0, length=9, max_x=max_x, flag=flag,
+                            outcome=outcome, start_x=start_x)  # fmt: skip
+
+    logged = [
+        (1010.0, 0, episode(300)),
+        (1020.0, 0, episode(3160, 2900)),
+        (1030.0, 1, episode(500)),
+    ]
+    fake = types.SimpleNamespace(
+        ingest=types.SimpleNamespace(drain_episodes=lambda: logged), run=run
+    )
+    Telemetry._log_episodes(fake, Totals(1000, 250))
+    rows = [json.loads(line) for line in run.episodes.read_text().splitlines()[1:]]
+    assert [r["start_x"] for r in rows] == [-1, 2900, -1]
+    eps = learning_curve.read_episodes(run.episodes)
+    assert eps.max_x.tolist() == [300, 500] and not eps.flag.any() and eps.malformed == 0
+    first, second = learning_curve.windows(eps, 15.0)  # (0, 15] and (15, 30] seconds
+    assert (first.episodes, first.mean_max_x) == (1, 300)
+    assert (second.episodes, second.mean_max_x, second.flag_rate) == (1, 500, 0.0)
