@@ -53,6 +53,7 @@ Lt = functools.partial(Bound, "<")
 Positive = Annotated[float, Gt(0)]
 NonNegative = Annotated[float, Ge(0)]
 UnitInterval = Annotated[float, Ge(0), Le(1)]
+Share = Annotated[float, Ge(0), Lt(1)]  # a probability or share below 1 (0 = off)
 PositiveInt = Annotated[int, Ge(1)]
 Count = Annotated[int, Ge(0)]  # a number of things, an id or a seed
 Port = Annotated[int, Ge(0), Le(65535)]  # 0: off

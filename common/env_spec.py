@@ -1,8 +1,8 @@
 """What an env is: the level set, the buttons, and how frames and rewards are made.
 
 The learner owns it (its flags of the same names) and sends it in every Welcome; the actor builds
-its envs from it (`common.env`) and has no flag for any of it. Each field's default is here and
-nowhere else.
+its envs from it (`common.env`) and has no flag for any of it. The defaults here are the plain
+env; the learner's flags default to them, but train perturbed (sticky actions, no-op starts).
 """
 
 from __future__ import annotations

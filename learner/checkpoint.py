@@ -131,15 +131,10 @@ def _spec_difference(saved: ModelSpec, asked: ModelSpec) -> str:
     """Each field where two specs differ, with the learner flag that would match the saved one."""
     out = []
     for name, have in saved.to_wire().items():
-        want = getattr(asked, name)
-        if have == want:
-            continue
-        flag = name.replace("_", "-")
-        if name == "num_actions":
-            fix = "the checkpoint's --action-set"
-        else:
-            fix = f"--{flag} {have}"
-        out.append(f"{name} is {have!r} there, {want!r} here ({fix})")
+        want, flag = getattr(asked, name), name.replace("_", "-")
+        fix = "the checkpoint's --action-set" if name == "num_actions" else f"--{flag} {have}"
+        if have != want:
+            out.append(f"{name} is {have!r} there, {want!r} here ({fix})")
     return "; ".join(out)
 
 
@@ -154,12 +149,17 @@ def _former_release(state: dict[str, Any]) -> str | None:
     return None
 
 
+RECIPE = ("sticky_actions", "noop_max", "lr_anneal_frames", "lr_final_fraction")
+
+
 def resume(
-    run: RunDir, learner: Learner, device: torch.device, levels: LevelStats | None = None
-) -> Totals:
+    run: RunDir, learner: Learner, device: torch.device, levels: LevelStats | None = None,
+    config: dict[str, Any] | None = None,
+) -> Totals:  # fmt: skip
     """Load the run's newest checkpoint into `learner` (and the levels' bests into `levels`);
     the run's totals (zero without one). SystemExit, naming the flags to change, for one of
-    another network or of a former release (common/model.py's FORMER_SWITCHES, no PopArt)."""
+    another network or of a former release (common/model.py's FORMER_SWITCHES, no PopArt); a
+    warning where `config` changes a RECIPE setting (defaults changed: docs/WHY-DEFAULTS.md)."""
     path = latest_path(run)
     if path is None:
         log.info("no checkpoint in %s: starting fresh", run.root)
@@ -185,4 +185,10 @@ def resume(
     if levels is not None:  # a checkpoint from before the bests were kept has none
         levels.restore(state.get("level_bests", {}))
     log.info("resumed from %s at policy version %d", path.name, learner.updates)
+    trained, now = state.get("config", {}), config or {}
+    if was := {k: trained[k] for k in RECIPE if k in trained and k in now and trained[k] != now[k]}:
+        keep = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in was.items())
+        changes = ", ".join(f"{k} {v} -> {now[k]}" for k, v in was.items())
+        log.warning("resumed with other settings than the run trained with (%s): to keep the "
+                    'run\'s, pass %s (make train: LEARNER_ARGS="%s")', changes, keep, keep)  # fmt: skip
     return Totals(int(state["env_frames"]), int(state["agent_steps"]))

@@ -13,11 +13,11 @@ from common.config import (
     Gt,
     Le,
     LogLevel,
-    Lt,
     NonNegative,
     Port,
     Positive,
     PositiveInt,
+    Share,
     UnitInterval,
 )
 from common.config import option as _f
@@ -41,7 +41,7 @@ class LearnerConfig:
     insecure: bool = _f(False, "allow a non-loopback --host without CURVE (anyone connects)")
     metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
     metrics_port: Port = _f(9000, "port of the /metrics HTTP server (0 = off)")
-    # ---- the env spec, sent to every actor in its Welcome (common/env_spec.py has the defaults)
+    # ---- the env spec, sent to every actor in its Welcome (EnvSpec's defaults, but perturbed)
     level: str = _f(EnvSpec.level, "the run's levels: 1-1 | 1-1,1-2 | world:1 | all | a Gym id")
     action_set: ActionSet = _f(EnvSpec.action_set, "buttons the agent may press (its actions)")
     frame_size: PositiveInt = _f(EnvSpec.frame_size, "observation size in pixels (square)")
@@ -52,13 +52,11 @@ class LearnerConfig:
     )
     flag_bonus: float = _f(EnvSpec.flag_bonus, "training reward added on reaching the flag")
     death_penalty: float = _f(EnvSpec.death_penalty, "training reward taken away on a death")
-    sticky_actions: Annotated[float, Ge(0), Lt(1)] = _f(
-        EnvSpec.sticky_actions, "each NES frame repeats the last buttons with this p (0 = off)"
-    )
+    sticky_actions: Share = _f(0.25, "each NES frame repeats the last buttons with p (0 = off)")
     noop_max: Annotated[int, Ge(0), Le(1000)] = _f(
-        EnvSpec.noop_max, "episodes start after 0..N agent steps without buttons (0 = off)"
+        30, "episodes start after 0..N agent steps without buttons (0 = off)"
     )
-    frontier_starts: Annotated[float, Ge(0), Lt(1)] = _f(
+    frontier_starts: Share = _f(
         EnvSpec.frontier_starts, "share of episodes started near the level's frontier (0 = off)"
     )
     # ---- the network, likewise sent in the Welcome
@@ -72,8 +70,10 @@ class LearnerConfig:
     batch_wait_s: NonNegative = _f(2.0, "after this long, train on the chunks there are (>= 1)")
     batch_chunks: PositiveInt | None = _f(None, "sets --min- and --max-batch-chunks (none = unset)")
     learning_rate: Positive = _f(1e-3, "Adam learning rate (at the start, when annealed)")
-    lr_anneal_frames: Count = _f(0, "anneal the rate linearly over this many env frames (0 = off)")
-    lr_final_fraction: UnitInterval = _f(0.0, "annealed: the end rate's share of the start's")
+    lr_anneal_frames: Count = _f(
+        1_500_000, "the rate falls linearly over these env frames (0 = flat)"
+    )
+    lr_final_fraction: UnitInterval = _f(0.1, "the share of the start rate it falls to, then holds")
     discount: UnitInterval = _f(0.9, "discount factor gamma")
     loss_reward_scale: Positive = _f(0.1, "the loss multiplies each step's reward by this ...")
     loss_reward_clip: NonNegative = _f(0.0, "... then clips it to +-this (0 = off)")
@@ -88,7 +88,7 @@ class LearnerConfig:
     kl_limit: NonNegative = _f(0.0, "an update stops once KL(pi_start || pi) > this (0 = off)")
     normalize_advantages: bool = _f(True, "advantages to zero mean, unit std per minibatch")
     replay_capacity: Count = _f(2048, "prioritized replay size in sequences (0 = off)")
-    replay_fraction: Annotated[float, Ge(0), Lt(1)] = _f(0.0, "share of each batch from replay")
+    replay_fraction: Share = _f(0.0, "share of each batch from replay")
     max_policy_lag: Count = _f(50, "drop chunks of a policy more updates old than this")
     queue_chunks: PositiveInt = _f(8, "ingest queue capacity; full, it stops granting credits")
     credits_per_actor: PositiveInt = _f(2, "chunks an actor may have in flight")
@@ -118,9 +118,9 @@ class LearnerConfig:
 
     def batch_size(self) -> BatchSize:
         """The batch-size limits, with --batch-chunks N read as min = max = N."""
-        if self.batch_chunks is not None:
-            return BatchSize(self.batch_chunks, self.batch_chunks, self.batch_wait_s)
-        return BatchSize(self.min_batch_chunks, self.max_batch_chunks, self.batch_wait_s)
+        n = self.batch_chunks
+        lo, hi = (n, n) if n is not None else (self.min_batch_chunks, self.max_batch_chunks)
+        return BatchSize(lo, hi, self.batch_wait_s)
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -151,11 +151,6 @@ class LearnerConfig:
             out.append(
                 f"epochs = {self.epochs} reuses each batch without a trust region: set --ppo-clip "
                 "(e.g. 0.1) or --epochs 1"
-            )
-        if self.lr_final_fraction and not self.lr_anneal_frames:
-            out.append(
-                f"lr_final_fraction ({self.lr_final_fraction}) is the end of an annealed rate: set "
-                "--lr-anneal-frames (the frames it falls over) or leave it out"
             )
         if self.actor_timeout_s <= 2 * self.heartbeat_interval_s:
             out.append("actor_timeout_s must exceed 2 x heartbeat_interval_s")

@@ -91,7 +91,8 @@ class TrainLoop:
             metrics.replay_capacity.set(cfg.replay_capacity)
         checkpoint.remove_stale_temps(self.run_dir)
         self.levels = LevelStats(cfg.levels)  # its bests go on from the checkpoint's
-        self.totals = checkpoint.resume(self.run_dir, self.learner, self.device, self.levels)
+        self.totals = checkpoint.resume(self.run_dir, self.learner, self.device, self.levels,
+                                        config_io.to_dict(cfg))  # fmt: skip
         if self.trained():
             raise RunTrained(
                 f"{self.run_dir.root} has trained {self.totals.env_frames} env frames, its "
@@ -177,11 +178,8 @@ class TrainLoop:
                  cfg.host, cfg.port, cfg.port + 1, self.device)  # fmt: skip
         while not self.stopping.is_set():
             if self.trained():
-                log.info(
-                    "the run is trained: %d env frames of --train-frames %d; stopping",
-                    self.totals.env_frames,
-                    cfg.train_frames,
-                )
+                log.info("the run is trained: %d env frames of --train-frames %d; stopping",
+                         self.totals.env_frames, cfg.train_frames)  # fmt: skip
                 break
             wait_start = time.perf_counter()
             chunks = self._take_batch()

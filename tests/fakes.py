@@ -18,9 +18,11 @@ from common import chunk, wire
 
 SIZE = 84
 
-# Learner flags for a run on Corridor: one frame per step, a cutoff no shorter than its T.
+# Learner flags for a run on Corridor: one frame per step, a cutoff no shorter than its T, and
+# the plain env (the learner's default perturbs it) that the tests' baselines and budgets assume.
 CORRIDOR_LEARNER_ARGS = [
     *("--level", "tests.fakes:Corridor-v0", "--frame-skip", "1", "--no-progress-steps", "20"),
+    *("--sticky-actions", "0", "--noop-max", "0"),
 ]
 
 

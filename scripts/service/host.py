@@ -229,13 +229,16 @@ def learner_threads(h: Host) -> int | None:
 
 def planned_length(frames: int) -> list[str]:
     """The learner flags of a run planned to last `frames` env frames: it stops there, and its
-    learning rate falls linearly to 0 on the way (IMPALA's schedule; LEARNER_ARGS can set
-    --lr-anneal-frames 0 for a flat one).
+    learning rate falls linearly to 0 on the way (IMPALA's schedule), where an open-ended run's
+    falls to a tenth over its first 1.5 M frames and holds (the learner's defaults). These come
+    before LEARNER_ARGS on the learner's command line (`learner_argv`), so LEARNER_ARGS override
+    them: --lr-anneal-frames 0 for a flat rate, --lr-final-fraction 0.1 to end at a tenth.
 
     On World 1 over an hour (two seeds, 1.8-1.9 M frames, the rate at 0 by 2 M) the annealed
     rate beat the flat one in eval on both seeds, on the mean and on the weakest level, and
     kept every level's progress through the last half-hour (docs/lab/2026-11-lr-annealing.md)."""
-    return ["--train-frames", str(frames), "--lr-anneal-frames", str(frames)]
+    rate = ["--lr-anneal-frames", str(frames), "--lr-final-fraction", "0"]  # to 0 at the end
+    return ["--train-frames", str(frames), *rate]
 
 
 # ---- the command lines ---------------------------------------------------------------------

@@ -4,9 +4,12 @@ learner untouched."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
+from common import config as config_io
 from common.metrics import LearnerMetrics
 from common.rundir import RunDir
 from learner import checkpoint
@@ -141,6 +144,39 @@ def test_resume_takes_a_checkpoint_whose_spec_names_the_switches_as_on(tmp_path)
     learner = learner_of(LearnerConfig())
     checkpoint.resume(run, learner, CPU)
     assert learner.updates == 5
+
+
+# unperturbed at a flat rate: the defaults until the recipe of docs/WHY-DEFAULTS.md
+FORMER_DEFAULTS = "--sticky-actions 0 --noop-max 0 --lr-anneal-frames 0 --lr-final-fraction 0"
+
+
+def test_resume_with_another_recipe_warns_once_naming_the_flags_that_keep_the_runs(
+    tmp_path, caplog
+):
+    """A run trained unperturbed at a flat rate (the former defaults), resumed with today's:
+    it resumes, warns, and the flags the warning names resume it without one."""
+
+    def config(*argv: str) -> dict:
+        return config_io.to_dict(
+            config_io.load(LearnerConfig, list(argv), prog="learner", description="")
+        )
+
+    run, former = RunDir(tmp_path), config(*FORMER_DEFAULTS.split())
+    checkpoint.save(
+        run, checkpoint.learner_state(learner_of(LearnerConfig(), 5), Totals(), former), 5
+    )
+    with caplog.at_level(logging.WARNING, logger="learner.checkpoint"):
+        checkpoint.resume(run, learner := learner_of(LearnerConfig()), CPU, config=config())
+    assert learner.updates == 5
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    for change in ("sticky_actions 0.0 -> 0.25", "noop_max 0 -> 30", "lr_anneal_frames 0 -> "):
+        assert change in warning
+    keep = warning.split('LEARNER_ARGS="')[1].split('"')[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="learner.checkpoint"):
+        checkpoint.resume(run, learner_of(LearnerConfig()), CPU, config=config(*keep.split()))
+        checkpoint.resume(run, learner_of(LearnerConfig()), CPU, config=former)
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
 
 
 def test_a_resumed_learner_keeps_each_levels_best_window(tmp_path):

@@ -1,6 +1,7 @@
 """--lr-anneal-frames: the rate falls linearly over the run's env frames to its final share and is
 held there (against a slow reference); a real learner trained by a real actor applies it, reports
-it, and ends at the final rate; a final share without a length to anneal over is refused."""
+it, and ends at the final rate; by default it falls to a tenth over 1.5 M frames, and a length of 0
+is a flat rate."""
 
 from __future__ import annotations
 
@@ -38,10 +39,19 @@ def test_the_rate_falls_monotonically_and_is_held_at_its_end():
     assert learning_rate(1e-3, 10_000, 10_000, 0.25) == learning_rate(1e-3, 10**9, 10_000, 0.25)
 
 
-def test_a_final_share_without_an_anneal_length_is_refused_with_the_flag_to_change():
-    problems = LearnerConfig(lr_final_fraction=0.1).problems()
-    assert any("--lr-anneal-frames" in p for p in problems)
-    assert LearnerConfig(lr_final_fraction=0.1, lr_anneal_frames=1000).problems() == []
+def test_by_default_the_rate_falls_to_a_tenth_over_1_5_m_frames_and_is_held_there():
+    cfg = LearnerConfig()
+    base, anneal, final = cfg.learning_rate, cfg.lr_anneal_frames, cfg.lr_final_fraction
+    rate = {f: learning_rate(base, f, anneal, final) for f in (0, 750_000, 1_500_000, 4_000_000)}
+    assert rate[0] == 1e-3 and rate[750_000] == pytest.approx(5.5e-4)
+    assert rate[1_500_000] == rate[4_000_000] == pytest.approx(1e-4)
+
+
+def test_an_anneal_length_of_0_is_a_flat_rate_whatever_the_final_share():
+    """--lr-anneal-frames 0 alone turns the default fall off: the final share is then unused."""
+    cfg = LearnerConfig(lr_anneal_frames=0)
+    assert cfg.problems() == [] and cfg.lr_final_fraction == 0.1
+    assert learning_rate(1e-3, 3_000_000, cfg.lr_anneal_frames, cfg.lr_final_fraction) == 1e-3
 
 
 @pytest.mark.slow

@@ -66,8 +66,9 @@ def learner_config(h: Host) -> LearnerConfig:
 
 
 def test_frames_plan_the_run_length_and_anneal_the_rate_over_it():
-    endless = learner_config(Host(cores=2).resolved())
-    assert (endless.train_frames, endless.lr_anneal_frames) == (0, 0)
+    endless = learner_config(Host(cores=2).resolved())  # falls to a tenth over 1.5 M, holds
+    assert (endless.train_frames, endless.lr_anneal_frames) == (0, 1_500_000)
+    assert endless.lr_final_fraction == 0.1
     planned = learner_config(Host.from_env({"MARIO_FRAMES": "2000000", "MARIO_CORES": "2"}))
     assert (planned.train_frames, planned.lr_anneal_frames) == (2_000_000, 2_000_000)
     assert planned.lr_final_fraction == 0
@@ -76,6 +77,8 @@ def test_frames_plan_the_run_length_and_anneal_the_rate_over_it():
         2_000_000,
         0,
     )  # LEARNER_ARGS come last: they win
+    tenth = Host(cores=2, frames=2_000_000, learner_args="--lr-final-fraction 0.1").resolved()
+    assert learner_config(tenth).lr_final_fraction == 0.1
     assert Host(frames=-1).resolved().problems() == [
         "FRAMES must be >= 0 (0 = train until stopped), got -1"
     ]
