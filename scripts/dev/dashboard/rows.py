@@ -285,7 +285,7 @@ LEARNER = Row(
         ),
         Timeseries(
             "Learning rate",
-            "The optimizer's learning rate in the last update: flat at --learning-rate, or falling linearly to --lr-final-fraction of it over --lr-anneal-frames env frames.",
+            "The optimizer's learning rate in the last update: falling linearly from --learning-rate to --lr-final-fraction of it over --lr-anneal-frames env frames, then held (by default to a tenth over 1.5 M; a planned run's to 0 at FRAMES); flat with --lr-anneal-frames 0.",
             [Q("mario_learner_learning_rate", "learning rate")],
             unit="sci",
         ),
