@@ -3,8 +3,8 @@
 An episode is stepped by the training actor's own path (actor/rollout.py): a `Lane` of one env,
 its chunks dropped as they fill, so the policy sees in evaluation exactly what it saw in training.
 Two policies are played from one network: `greedy` (argmax) and `sampled` (from a seeded
-generator). `PERTURBATION` is the one definition of "perturbed" (Machado et al. 2018), and every
-episode starts at its level's start. Videos: docs/EVALUATION.md, "The video".
+generator); "perturbed" is common.env_spec.PERTURBATION's; every episode starts at the level's
+start. Videos: docs/EVALUATION.md, "The video".
 """
 
 from __future__ import annotations
@@ -21,21 +21,13 @@ import torch
 
 from actor.rollout import Lane, infer_and_act
 from common.env import EpisodeSummary, FrameEnv, Step
-from common.env_spec import EnvSpec
+from common.env_spec import PERTURBATION, EnvSpec, Perturbation
 
 NES_FPS = 60  # NES frames per second (60.0988 on hardware; players and the game say 60)
 
 POLICIES = ("greedy", "sampled")  # the labels of mario_eval_* and of make eval's summaries
 
 CHUNK_STEPS = 32  # the lane's chunk length: its buffers are the frame ring; chunks are dropped
-
-
-class Perturbation(NamedTuple):
-    sticky_actions: float  # p per NES frame of repeating the previous frame's buttons
-    noop_max: int  # episodes start after 0..noop_max agent steps without buttons
-
-
-PERTURBATION = Perturbation(sticky_actions=0.25, noop_max=30)  # Machado et al. 2018
 
 
 def perturbed(spec: EnvSpec, by: Perturbation = PERTURBATION) -> EnvSpec:

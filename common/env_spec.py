@@ -2,13 +2,13 @@
 
 The learner owns it (its flags of the same names) and sends it in every Welcome; the actor builds
 its envs from it (`common.env`) and has no flag for any of it. The defaults here are the plain
-env; the learner's flags default to them, but train perturbed (sticky actions, no-op starts).
+env; the learner's flags default to them, but train perturbed (`PERTURBATION`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from common.levels import LevelSetError, is_stage, parse_levels
 
@@ -33,6 +33,14 @@ BUTTON_BITS = {
 }
 
 
+class Perturbation(NamedTuple):
+    sticky_actions: float  # p per NES frame of repeating the previous frame's buttons
+    noop_max: int  # episodes start after 0..noop_max agent steps without buttons
+
+
+PERTURBATION = Perturbation(sticky_actions=0.25, noop_max=30)  # Machado et al. 2018
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
     """What an env is; the learner's settings, sent to each actor in its Welcome."""
@@ -41,9 +49,7 @@ class EnvSpec:
     action_set: ActionSet = "simple"  # Mario only
     frame_skip: int = 4  # NES frames per agent step
     frame_size: int = 84  # observation is frame_size x frame_size uint8
-    no_progress_steps: int = (
-        100  # truncate after this many agent steps without a new max x_pos; 0 = never
-    )
+    no_progress_steps: int = 100  # truncate after this many steps without a new max x; 0 = never
     flag_bonus: float = 0.0  # added on reaching the flag (the game's own +50 is clamped to 15)
     death_penalty: float = 0.0  # subtracted on death (the game's own -25 is clamped to -15)
     sticky_actions: float = 0.0  # each NES frame repeats the previous frame's buttons with this p

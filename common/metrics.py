@@ -314,7 +314,7 @@ class RelayMetrics(_Metrics):
 
 
 class EvalMetrics(_Metrics):
-    """The eval actor's metrics, all of perturbed episodes (actor/evaluation.py's PERTURBATION): per
+    """The eval actor's metrics, all of perturbed episodes (common.env_spec.PERTURBATION): per
     level and policy, means over its last episodes; the score that keeps the best (actor/best.py)."""
 
     # fmt: off

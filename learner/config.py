@@ -21,7 +21,7 @@ from common.config import (
     UnitInterval,
 )
 from common.config import option as _f
-from common.env_spec import ACTION_SETS, ActionSet, EnvSpec
+from common.env_spec import ACTION_SETS, PERTURBATION, ActionSet, EnvSpec
 from common.levels import parse_levels
 from common.model import Arch, Core, ModelSpec
 from learner import tensorboard
@@ -52,9 +52,11 @@ class LearnerConfig:
     )
     flag_bonus: float = _f(EnvSpec.flag_bonus, "training reward added on reaching the flag")
     death_penalty: float = _f(EnvSpec.death_penalty, "training reward taken away on a death")
-    sticky_actions: Share = _f(0.25, "each NES frame repeats the last buttons with p (0 = off)")
+    sticky_actions: Share = _f(  # trained as evaluation plays
+        PERTURBATION.sticky_actions, "each NES frame repeats the last buttons with p (0 = off)"
+    )
     noop_max: Annotated[int, Ge(0), Le(1000)] = _f(
-        30, "episodes start after 0..N agent steps without buttons (0 = off)"
+        PERTURBATION.noop_max, "episodes start after 0..N agent steps without buttons (0 = off)"
     )
     frontier_starts: Share = _f(
         EnvSpec.frontier_starts, "share of episodes started near the level's frontier (0 = off)"

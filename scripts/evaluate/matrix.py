@@ -11,7 +11,7 @@ pairs with their counts. A set of more than one level also gets a mean row per p
 counting alike (progress over the levels of known length only).
 
 Settings: `plain` plays the env as given; `perturbed` adds sticky actions and no-op starts
-(`PERTURBED`: the eval actor's `actor.evaluation.PERTURBATION`, p = 0.25 and 0..30 no-op steps,
+(`PERTURBED`: the eval actor's `common.env_spec.PERTURBATION`, p = 0.25 and 0..30 no-op steps,
 after Machado et al. 2018, "Revisiting the Arcade Learning Environment"). NES Mario is
 deterministic, so a policy that memorised a button sequence plays the plain setting well and
 drops in the perturbed one; one that reads the screen does not.
