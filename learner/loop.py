@@ -235,5 +235,5 @@ class TrainLoop:
         self.ingest.stop()
         if self.curve:
             self.curve.stop()
+        self.telemetry.close()  # its last record, while the run dir is still this learner's
         checkpoint.unlock_run_dir(self._lock_fd)
-        self.telemetry.close()

@@ -1,12 +1,7 @@
-"""What the train loop reports: Prometheus metrics after every batch and update, and every few
-seconds a row of RUN/metrics.jsonl, the new episodes' rows of RUN/episodes.jsonl and, when asked
-for, the one-line status on stderr.
-
-Every few seconds is a record: the gauges it sets (`LearnerMetrics.record`) are the row's numbers
-and the TensorBoard scalars' (the outputs each metric declares in common/metrics.py).
-
-Losses and other device tensors are read only every RECORD_EVERY_S: reading one waits for the
-device to finish its queued work, which would stall a GPU learner after every update.
+"""What the train loop reports: Prometheus metrics after every batch and update, and every
+RECORD_EVERY_S a record: a row of RUN/metrics.jsonl (the gauges `LearnerMetrics.record` sets, and
+TensorBoard's scalars), the new rows of RUN/episodes.jsonl and, when asked for, the status line.
+Device tensors are read only at a record: reading one waits for the device's queued work.
 """
 
 from __future__ import annotations
@@ -60,6 +55,8 @@ class Telemetry:
         self._skipped_reported = 0
         self._status_window = status.StatusWindow()
         self._last_record = self._last_status = time.monotonic()
+        self._totals = Totals(0, 0)
+        self._unrecorded: UpdateStats | None = None  # the last update, if no record has it yet
 
     def started(self, totals: Totals) -> None:
         """The learner serves from now on: t = 0 of its learning curves."""
@@ -67,6 +64,7 @@ class Telemetry:
         self.metrics.run_agent_steps.set(totals.agent_steps)
         self.metrics.run_sgd_steps.set(self.learner.sgd_steps)
         self._last_record = self._last_status = time.monotonic()
+        self._totals = totals
         start = {"event": "start", "time": time.time(), "env_frames": totals.env_frames}
         append_lines(self.run.episodes, [json.dumps(start)])
 
@@ -88,8 +86,7 @@ class Telemetry:
         frames: int,
         compute_s: float,
     ) -> None:
-        """One update of `steps` fresh and `replayed` replayed agent steps (`frames` NES frames
-        fresh), computed in `compute_s`; the run's totals now `totals`."""
+        """An update of `steps` fresh agent steps (`frames` NES frames), `replayed` replayed ones."""
         m = self.metrics
         self.rate.add(steps)
         if self.mixer is not None:
@@ -106,11 +103,12 @@ class Telemetry:
         m.run_env_frames.set(totals.env_frames)
         m.samples.labels("fresh").inc(steps)
         m.policy_version.set(self.learner.updates)
+        self._totals, self._unrecorded = totals, stats
         now = time.monotonic()
         if now - self._last_record >= RECORD_EVERY_S:
             self._record(stats, totals)
             self._log_episodes(totals)
-            self._last_record = now
+            self._last_record, self._unrecorded = now, None
         if self.status_interval_s and now - self._last_status >= self.status_interval_s:
             line = self._status_window.line(status.flatten(m.registry.collect()))
             sys.stderr.write("\r" + line + "   ")
@@ -122,14 +120,17 @@ class Telemetry:
         self.metrics.last_checkpoint_timestamp.set_to_current_time()
 
     def close(self) -> None:
+        """A last record of what came since the one before: the run's files end where it did."""
+        if self._unrecorded is not None:
+            self._record(self._unrecorded, self._totals)
+        self._log_episodes(self._totals)
         if self.status_interval_s:
             sys.stderr.write("\n")  # the status line ends
         if self.tensorboard is not None:
             self.tensorboard.close()
 
     def _record(self, stats: UpdateStats, totals: Totals) -> None:
-        """The last update's losses, the rates and replay's and the levels' state: as gauges, as a
-        row of RUN/metrics.jsonl and as TensorBoard scalars, each where common/metrics.py says."""
+        """The last update's losses, the rates, replay's and the levels' state, as metrics.py says."""
         eps, entropy = list(self.ingest.episodes), float(stats.entropy)
         sps = self.rate.rate()
         figures: dict[str, Figure] = {
@@ -187,9 +188,8 @@ class Telemetry:
         summary = self.levels.summary()
         steps, adv_std = stats.level_steps.tolist(), stats.level_advantage_std.tolist()
         entropy = stats.level_entropy.tolist()
-        names = ("level_progress", "level_flag_rate", "level_advantage_std", "level_entropy")
-        names += ("level_progress_best", "level_progress_fall")
-        names += ("level_flag_rate_best", "level_flag_rate_fall")
+        names = [f"level_{k}" for k in ("progress", "flag_rate", "advantage_std", "entropy")]
+        names += [f"level_{k}_{w}" for k in ("progress", "flag_rate") for w in ("best", "fall")]
         out: dict[str, dict[str, float | None]] = {name: {} for name in names}
         for i, (level, s) in enumerate(summary.items()):  # i: the learner's set order
             out["level_progress"][level] = s.progress

@@ -350,3 +350,33 @@ def test_distinct_figures_are_distinct():
         for v in (f.values() if isinstance(f, dict) else [f])
     ]
     assert len(values) == len(set(values)) and all(math.isfinite(v) for v in values)
+
+
+def test_closing_records_the_updates_and_episodes_since_the_last_record(tmp_path, monkeypatch):
+    """A run that stops between two records (a planned run at its frames) still ends its files at
+    its last update: the curves' last window of frames is full."""
+    monkeypatch.setattr(telemetry, "RECORD_EVERY_S", 1e9)  # no record but the closing one
+    model = new_model()
+    learner = Learner(model, torch.optim.Adam(model.parameters(), lr=1e-4), hyper())
+    batch = on_policy(model, make_batch(4, 4, seed=3))
+    late = EpisodeStats(
+        level="1-1", episode_return=90.0, length=70, max_x=640, flag=False, outcome="death"
+    )
+    pending = deque([(123.0, 0, late)])
+    ingest = types.SimpleNamespace(
+        episodes=deque([late]), drain_episodes=lambda: [pending.popleft() for _ in list(pending)]
+    )
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    t = telemetry.Telemetry(LearnerMetrics(), run, learner, None, ingest, 0.0)
+    t.started(Totals(0, 0))
+    for i in (1, 2):
+        t.updated(learner.step(batch), Totals(64 * i, 16 * i), 16, 0, 64, compute_s=0.1)
+    assert not run.metrics.exists()
+    t.close()
+    (line,) = run.metrics.read_text().splitlines()
+    row = json.loads(line)
+    assert row["env_frames"] == 128 and row["updates"] == 2
+    start, episode = (json.loads(x) for x in run.episodes.read_text().splitlines())
+    assert start["event"] == "start"
+    assert episode["env_frames"] == 128 and episode["max_x"] == 640 and episode["time"] == 123.0
