@@ -207,8 +207,10 @@ class FrameEnv:
         it to keep it)."""
         self._draw_level()
         self._cell = None
-        if self.archive is not None and self._rng.random() < self.spec.frontier_starts:
-            self._cell = self.archive.pick(self.level, self._rng)
+        if self.archive is not None:
+            self.archive.trail.clear()  # an episode cut short (a restart) leaves no trail
+            if self._rng.random() < self.spec.frontier_starts:
+                self._cell = self.archive.pick(self.level, self._rng)
         info = self._start()
         self._held = 0
         if self.spec.noop_max:
@@ -236,11 +238,10 @@ class FrameEnv:
         return info
 
     def _remember(self, x: int) -> None:
-        """Offer the archive a snapshot of Mario standing (not jumping, falling or dying) at x."""
+        """The trail of an episode from the level's start: Mario standing (not jumping...) at x."""
         ram = self._env.ram
         if x > 0 and ram[0x0E] == 8 and ram[0x1D] == 0 and ram[0xB5] == 1:  # normal, on ground
-            steps = self._length + (self._cell.steps if self._cell else 0)
-            self.archive.offer(self.level, x, 255 - int(ram[0x3B8]), steps, self._env.dump_state)
+            self.archive.walk(self._length, x, self._env.dump_state)
 
     def step(self, action: int) -> Step:
         button = self._buttons[action]
@@ -278,7 +279,7 @@ class FrameEnv:
         if terminated:
             shaped += self.spec.flag_bonus if flag else -self.spec.death_penalty
         truncated = truncated or no_progress
-        if self.archive is not None and not (terminated or truncated):
+        if self.archive is not None and self._cell is None and not (terminated or truncated):
             self._remember(x)
         episode = None
         if terminated or truncated:
@@ -288,6 +289,9 @@ class FrameEnv:
                 outcome = "flag" if flag else "death"
             else:
                 outcome = "other"
+            if self.archive is not None:
+                failed = self._cell is None and outcome in ("death", "no_progress")
+                self.archive.end(self.level, failed, self._rng)
             start_x = self._cell.x if self._cell else -1
             episode = EpisodeSummary(
                 self.level, self._return, self._length, self._max_x, flag, outcome, start_x

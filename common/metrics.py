@@ -282,7 +282,7 @@ class ActorMetrics(_Metrics):
         _M("flow_control_wait_seconds", Counter, "mario_actor_flow_control_wait_seconds", "Time blocked waiting for a send credit."),
         _M("policy_version", Gauge, "mario_actor_policy_version", "Acting policy version."),
         _M("episodes", Counter, "mario_actor_episodes", "Finished episodes (frontier starts too).", ("level", "outcome")),
-        _M("frontier_cells", Gauge, "mario_actor_frontier_cells", "Frontier snapshots held by this actor's envs, all levels (~255 KiB each, at most 16 per level and env)."),
+        _M("frontier_cells", Gauge, "mario_actor_frontier_cells", "Frontier snapshots held by this actor's envs, all levels (~255 KiB each; per env at most 16 a level and a trail of 6)."),
         _M("chunks_sent", Counter, "mario_actor_chunks_sent", "Chunks sent."),
         _M("reconnects", Counter, "mario_actor_reconnects", "New sessions with the learner: after a silence, or a learner that forgot this actor."),
         _M("credits", Gauge, "mario_actor_credits", "Send credits in hand."),

@@ -66,12 +66,9 @@ def temp_files(directory: Path) -> list[Path]:
 
 
 def append_lines(path: Path, lines: list[str]) -> None:
-    """Append whole lines to a log (metrics.jsonl, episodes.jsonl) in one write call.
-
-    A crash can still cut the last line short (a kill -9 during the write); the next append then
-    starts on a fresh line, so only that fragment is lost, never the record after it. Readers
-    skip lines that do not parse.
-    """
+    """Append whole lines to a log (metrics.jsonl, episodes.jsonl) in one write call. A crash can
+    still cut the last line short; the next append starts on a fresh line, so only that fragment
+    is lost, never the record after it (readers skip lines that do not parse)."""
     if not lines:
         return
     data = ("\n".join(lines) + "\n").encode()

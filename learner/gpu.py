@@ -44,11 +44,8 @@ class GpuCollector(Collector):
     @classmethod
     def create(cls, uuid: str | None = None, log: logging.Logger = _log) -> GpuCollector | None:
         """Initialise NVML and get a handle for the GPU named `uuid`; every GPU when it is None
-        or NVML does not know it (a MIG instance).
-
-        Returns None, after logging one line, when pynvml or the driver is missing or NVML fails
-        in any other way: missing telemetry must never stop training.
-        """
+        or NVML does not know it (a MIG instance). None, after logging one line, when pynvml or
+        the driver is missing or NVML fails in any other way: telemetry never stops training."""
         try:
             import pynvml
         except ImportError as e:

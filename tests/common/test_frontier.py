@@ -1,55 +1,62 @@
-"""The frontier archive with fake snapshots: bounded, the furthest cells kept, picks among them."""
+"""The frontier archive: fake snapshots (trails, failures kept, bounds, picks), then a real env."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from common.env import EnvSpec, EpisodeSummary, FrameEnv, signed_x
-from common.frontier import X_CELL, Y_CELL, Archive
+from common.frontier import TRAIL_EVERY, TRAIL_LEN, Archive
 
 CORRIDOR = "tests.fakes:Corridor-v0"
 
 
-def test_the_archive_keeps_at_most_its_cap_per_level_and_the_furthest_cells():
-    archive = Archive(cells_per_level=4)
-    for x in range(0, 40 * X_CELL, X_CELL):  # one new cell per x box, left to right
-        archive.offer("1-1", x, 79, steps=x, dump=lambda x=x: f"state at {x}")
-    archive.offer("1-2", 100, 79, steps=1, dump=lambda: "other level")
-    cells = archive.levels["1-1"]
-    assert len(cells) == 4 and len(archive) == 5
-    assert sorted(c.x for c in cells.values()) == [x * X_CELL for x in range(36, 40)]
-    assert all(c.snapshot == f"state at {c.x}" for c in cells.values())
-
-
-def test_a_snapshot_is_dumped_only_when_kept():
-    archive = Archive(cells_per_level=2)
+def test_a_failure_keeps_one_snapshot_of_its_trail_and_a_level_keeps_its_recent_failures():
+    archive, rng = Archive(cells_per_level=3, trail_len=4), np.random.default_rng(0)
     dumps = []
 
-    def dump():
-        dumps.append(1)
-        return object()
+    def walk(step, x):
+        archive.walk(step, x, lambda: dumps.append(x) or f"state at {x}")
 
-    assert archive.offer("1-1", 500, 79, 50, dump) and archive.offer("1-1", 600, 79, 60, dump)
-    assert not archive.offer("1-1", 100, 79, 10, dump)  # full, and behind every kept cell
-    assert not archive.offer("1-1", 505, 79 + 1, 70, dump)  # the same cell, reached slower
-    assert len(dumps) == 2
-    assert archive.offer("1-1", 505, 79, 30, dump)  # the same cell, reached faster: replaced
-    assert archive.levels["1-1"][(500 // X_CELL, 79 // Y_CELL)].steps == 30
-    assert archive.offer("1-1", 510, 79 + Y_CELL, 80, dump)  # another height: another cell,
-    assert sorted(c.x for c in archive.levels["1-1"].values()) == [510, 600]  # the nearest out
-    assert len(dumps) == 4
+    walk(0, 40)
+    walk(TRAIL_EVERY - 1, 50)  # too soon after the last: not dumped
+    assert dumps == [40]
+    for step in range(TRAIL_EVERY, 10 * TRAIL_EVERY, TRAIL_EVERY):
+        walk(step, 40 + step)
+    assert [c.x for c in archive.trail] == [40 + s * TRAIL_EVERY for s in range(6, 10)]
+    assert len(archive) == 4  # the trail counts: its snapshots are held
+    kept = archive.end("1-1", failed=True, rng=rng)
+    assert kept in archive.levels["1-1"] and kept.snapshot == f"state at {kept.x}"
+    assert kept.x >= 40 + 6 * TRAIL_EVERY and not archive.trail and len(archive) == 1
+    walk(0, 100)
+    assert archive.end("1-1", failed=False, rng=rng) is None  # a flag or a time-out: nothing kept
+    assert not archive.trail and len(archive) == 1
+    assert archive.end("1-1", failed=True, rng=rng) is None  # a failure with no trail: nothing
+    for x in (200, 300, 400, 500):  # one snapshot each, failed: the oldest failures go
+        walk(0, x)
+        archive.end("1-1", failed=True, rng=rng)
+    assert [c.x for c in archive.levels["1-1"]] == [300, 400, 500]
+    walk(0, 600)
+    archive.end("1-2", failed=True, rng=rng)
+    assert len(archive) == 4 and [c.x for c in archive.levels["1-2"]] == [600]
 
 
-def test_picks_are_drawn_among_the_kept_cells_near_the_frontier():
+def test_a_failure_keeps_each_snapshot_of_its_trail_alike_and_picks_are_uniform():
+    rng = np.random.default_rng(1)
+    kept = []
+    for _ in range(600):
+        archive = Archive(trail_len=TRAIL_LEN)
+        for i in range(TRAIL_LEN + 2):
+            archive.walk(i * TRAIL_EVERY, i, lambda: None)
+        kept.append(archive.end("1-1", failed=True, rng=rng).x)
+    counts = np.bincount(kept, minlength=TRAIL_LEN + 2)
+    assert counts[:2].sum() == 0 and counts[2:].min() > 600 / TRAIL_LEN / 2  # the last TRAIL_LEN
     archive = Archive(cells_per_level=8)
-    rng = np.random.default_rng(0)
-    assert archive.pick("1-1", rng) is None  # nothing reached yet
-    for x in range(0, 3000, 10):
-        archive.offer("1-1", x, 79, x, lambda: None)
+    assert archive.pick("1-1", rng) is None  # nothing failed yet
+    for x in range(8):
+        archive.walk(0, x, lambda: None)
+        archive.end("1-1", failed=True, rng=rng)
     picks = [archive.pick("1-1", rng).x for _ in range(400)]
-    assert min(picks) >= 3000 - 8 * X_CELL  # only the furthest 8 cells
-    assert len(set(picks)) == 8  # and each of them
-    assert archive.pick("1-2", rng) is None
+    assert set(picks) == set(range(8)) and archive.pick("1-2", rng) is None
 
 
 def _play_right(env: FrameEnv, episodes: int) -> list[EpisodeSummary]:
@@ -64,26 +71,32 @@ def _play_right(env: FrameEnv, episodes: int) -> list[EpisodeSummary]:
     return out
 
 
-def test_a_real_env_starts_the_share_asked_from_snapshots_of_its_own_emulator():
+def test_a_real_env_starts_the_share_asked_from_snapshots_before_its_own_failures():
     env = FrameEnv(EnvSpec(frontier_starts=0.5, no_progress_steps=30), seed=3)
     env.reset()
     start_x = env._max_x  # the level's start: nothing archived yet
-    _play_right(env, 2)
-    cells = env.archive.levels["1-1"].values()
-    assert cells and all(c.x > start_x for c in cells)
+    failures = []
+    while not env.archive.levels.get("1-1"):  # until an episode fails (nothing to start from)
+        failures += [e.max_x for e in _play_right(env, 1) if e.outcome in ("death", "no_progress")]
+    cells = list(env.archive.levels["1-1"])
+    assert len(cells) == 1 and start_x <= cells[0].x <= max(failures)
     starts = []
     for _ in range(200):
         env.reset()
         x = signed_x(int(env._env._x_position))  # the emulator's own x now
-        assert x == env._max_x and (env._cell is None) == (x == start_x)
-        if env._cell is not None:
-            assert x == env._cell.x and any(c is env._cell for c in cells)
+        assert x == env._max_x == (env._cell.x if env._cell else start_x)
+        assert env._cell is None or env._cell is cells[0]
         starts.append(env._cell is not None)
     assert 0.4 < np.mean(starts) < 0.6
+    ends, end = [], env.archive.end  # what the env tells the archive at each episode's end
+    env.archive.end = lambda level, failed, rng: ends.append(failed) or end(level, failed, rng)
     episodes = _play_right(env, 12)
     frontier = [e for e in episodes if e.start_x >= 0]
     assert frontier and len(frontier) < len(episodes)  # both kinds
-    assert all(e.max_x >= e.start_x > start_x for e in frontier)
+    assert all(e.max_x >= e.start_x >= start_x for e in frontier)
+    # only the failures of episodes from the level's start are kept
+    assert ends == [e.start_x < 0 and e.outcome in ("death", "no_progress") for e in episodes]
+    assert len(env.archive.levels["1-1"]) == 1 + sum(ends)
     env.close()
     assert env.archive is None  # the snapshots go with their emulators
 
