@@ -238,7 +238,7 @@ class FrameEnv:
         return info
 
     def _remember(self, x: int) -> None:
-        """The trail of an episode from the level's start: Mario standing (not jumping...) at x."""
+        """The trail of an episode from the level's start: Mario standing on the ground at x."""
         ram = self._env.ram
         if x > 0 and ram[0x0E] == 8 and ram[0x1D] == 0 and ram[0xB5] == 1:  # normal, on ground
             self.archive.walk(self._length, x, self._env.dump_state)
