@@ -29,7 +29,9 @@ class Proc:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
-    def stop(self, timeout_s: float = 10.0) -> int:
+    def stop(self, timeout_s: float = 60.0) -> int:
+        """SIGTERM, then the exit status; SIGKILL only if it is still running after `timeout_s`
+        (a loaded machine can take seconds to finish an update, checkpoint and close)."""
         if self.alive():
             self.popen.send_signal(signal.SIGTERM)
             try:
