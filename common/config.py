@@ -360,6 +360,9 @@ def _unknown_args(extra: Sequence[str], cls: type) -> str:
     return f"unrecognized arguments: {' '.join(extra)}" + "".join(f"; {h}" for h in hints)
 
 
+PROGRAMS = ("learner", "actor", "actor.eval", "actor.relay")  # the tables of a --config file
+
+
 def _read_toml(path: Path, prog: str) -> tuple[list[_Layer], list[str]]:
     """The file's [prog] table as a layer, or the problems reading it."""
     try:
@@ -373,13 +376,24 @@ def _read_toml(path: Path, prog: str) -> tuple[list[_Layer], list[str]]:
         return [], [f"--config {path}: invalid TOML: {e}; fix the syntax"]
     except UnicodeDecodeError:
         return [], [f"--config {path}: not UTF-8 text; save it as UTF-8"]
+    tables: dict[str, dict] = {}  # `[actor.eval]` (nested) and `["actor.eval"]` (quoted) alike
+    nested = [("", data)]
+    for prefix, table in nested:  # a table's own tables join the list as it goes
+        for key, value in ((k, v) for k, v in table.items() if isinstance(v, dict)):
+            values = {k: v for k, v in value.items() if not isinstance(v, dict)}
+            tables[prefix + key] = tables.get(prefix + key, {}) | values
+            nested.append((f"{prefix}{key}.", value))
     problems = [
         f"{path}: {key} is a top-level key, which the learner and the actors would both read: "
         "move it into the [learner] or [actor] table"
         for key, value in data.items()
         if not isinstance(value, dict)
     ]
-    section = data.get(prog)
-    if not isinstance(section, dict):
-        return [], problems
-    return [_Layer(section, lambda key: f"{path}: [{prog}] {key}")], problems
+    problems += [
+        f"{path}: [{n}] is not a program's table ({', '.join(PROGRAMS)}); " + _suggest(n, PROGRAMS)
+        for n in tables
+        if n not in PROGRAMS
+    ]
+    section = tables.get(prog)
+    layers = [] if section is None else [_Layer(section, lambda k: f"{path}: [{prog}] {k}")]
+    return layers, problems

@@ -1,20 +1,18 @@
 """Every Prometheus metric of the learner, the actors and the evaluator, and the exporter.
 
-Each process builds its own `CollectorRegistry` (never the global one, so tests can build several)
-and serves it with `serve(registry, host, port)`. Each class declares its metrics as a table, one
-`_M` per metric (`updates` is `mario_learner_updates_total`), which also names the learner's other
-outputs it reaches, read from the table by their writers: its key in RUN/metrics.jsonl
-(learner/telemetry.py; a level's gauge sits in the row's {"levels": {level: {key: value}}}), its
-TensorBoard scalar (learner/tensorboard.py) and its status-line field (common/status.py; a
-histogram's is its mean over the status window). Only gauges reach metrics.jsonl and TensorBoard,
-set by the train loop with `LearnerMetrics.record` (no figure: null in the row, no scalar).
+Each process builds its own `CollectorRegistry` (never the global one: tests build several) and
+serves it with `serve(registry, host, port)`. A class declares its metrics as a table of `_M`s
+(`updates` is `mario_learner_updates_total`) that also names the learner's other outputs, read
+from the table by their writers: the key in RUN/metrics.jsonl (learner/telemetry.py; a level's
+gauge in the row's {"levels": {level: {key: value}}}), the TensorBoard scalar
+(learner/tensorboard.py) and the status-line field (common/status.py; a histogram's is its mean
+over the window). Only gauges, set by the train loop with `LearnerMetrics.record`, reach
+metrics.jsonl and TensorBoard (no figure: null in the row, no scalar).
 
-Conventions: every name starts with `mario_`; values are in base units (`_seconds`, `_bytes`);
-ratios are 0-1; counters end in `_total` (prometheus_client appends it, so a Counter is declared
-without it); labels take a small closed set of values. The actor id is a Prometheus target label
-set by the scrape config, never a metric label. Known label values are created up front so that
-`rate()` sees a series from zero, not from its first increment; pass `levels` to do the same for
-the per-level series.
+Conventions: names start with `mario_`; values in base units (`_seconds`, `_bytes`); ratios 0-1;
+counters end in `_total` (prometheus_client appends it); labels take a small closed set of values
+(the actor id is the scrape config's target label, never a metric label). Known label values are
+created up front, `levels` for the per-level series, so `rate()` sees a series from zero.
 """
 
 from __future__ import annotations

@@ -3,17 +3,14 @@
 Input: uint8 stacked frames [B, S, H, W] (S = 4, H = W = 84) and, as in IMPALA (Espeholt et al.
 2018, Sec. 5), the previous action [B] int64 in [0, A], where A stands for "none" (the step starts
 an episode). Output: policy logits [B, A] and state value [B], and with a recurrent core its new
-state [B, C].
-
-The recurrent core (`ModelSpec.core`, "none" by default): an LSTM or GRU cell of `core_size` units
-between the trunk and the heads, its state [B, C] (C = `state_size`) zero at an episode's first
-step and unrolled by the learner from each chunk's (`core_unroll`). The previous action's
-embedding is added to the trunk's hidden layer before the ReLU. Input normalisation standardises
-each pixel by its running moments over the frames trained on (buffers that travel with the
-weights). docs/DESIGN.md ("Network") says why each is there.
-
-Trunks: "small" (default; Mnih et al. 2013 / A3C), "nature" (Mnih et al. 2015; ~2.5x its CPU
-time) and "resnet" (the IMPALA deep ResNet, Espeholt et al. 2018, Fig. 3; ~13x).
+state [B, C]. The recurrent core (`ModelSpec.core`, "none" by default): an LSTM or GRU cell of
+`core_size` units between the trunk and the heads, its state [B, C] (C = `state_size`) zero at an
+episode's first step and unrolled by the learner from each chunk's (`core_unroll`). The previous
+action's embedding is added to the trunk's hidden layer before the ReLU. Input normalisation
+standardises each pixel by its running moments over the frames trained on (buffers that travel
+with the weights). docs/DESIGN.md ("Network") says why each is there. Trunks: "small" (default;
+Mnih et al. 2013 / A3C), "nature" (Mnih et al. 2015; ~2.5x its CPU time) and "resnet" (the IMPALA
+deep ResNet, Espeholt et al. 2018, Fig. 3; ~13x).
 """
 
 from __future__ import annotations

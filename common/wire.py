@@ -6,10 +6,9 @@ A message is a list of frames: one small msgpack header, then one raw buffer per
                              "a": [[name, dtype, shape], ...]}
     frame 1+i   the C-contiguous little-endian bytes of array a[i]: prod(shape) * itemsize bytes
 
-Nothing is pickled, so a corrupt or hostile peer can at worst make `decode` raise
-`ProtocolError`; no sockets here; a chunk's arrays are declared in common/chunk.py (`LAYOUT`).
-Decoded arrays are read-only, zero-copy views of the frames (possibly unaligned): copy them to
-mutate them or pin them. Every message validates itself on construction, as the receiver would.
+Nothing is pickled: a corrupt or hostile peer can at worst make `decode` raise `ProtocolError`.
+No sockets here; a chunk's arrays are declared in common/chunk.py (`LAYOUT`). Decoded arrays are
+read-only zero-copy views of the frames (maybe unaligned), and messages check themselves.
 """
 
 import dataclasses

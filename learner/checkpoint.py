@@ -5,8 +5,7 @@ process's life, makes a second learner refuse to start. Checkpoints and the `lat
 replaced whole (common/rundir.py's `atomic_write`), so a crash never leaves a torn file; the
 newest `keep` are kept. A checkpoint holds the learner (network, optimizer, PopArt, counters),
 the run's totals, the network's spec and the config; a learner resumes only from one whose
-network is the one its config describes, and never from one of a former release whose network or
-value normalisation this release no longer builds.
+network is its config's, and never from a former release's that this one no longer builds.
 """
 
 from __future__ import annotations

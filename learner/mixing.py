@@ -4,13 +4,12 @@ Each update trains on the fresh sequences of B chunks plus n_replay = round(N_fr
 replayed ones for a replay fraction f. Replayed sequences keep their behaviour logits, so V-trace
 corrects them like any off-policy data, and their losses are weighted by prioritized sampling's
 importance weights. After the update, fresh sequences enter the buffer with the priorities this
-update computed and the replayed ones get theirs refreshed (mean |v_s - V(x_s)|).
-
-Rate limiter (after Reverb's SampleToInsertRatio): sequences sampled per sequence inserted may not
-exceed `max_sample_insert_ratio`. A batch that would exceed it, or a buffer of fewer than
-`min_size` sequences, **skips** replay (counted) and trains on fresh data alone: never a block.
-A run sets --replay-capacity and --replay-fraction; the rest are the constants below (PER's,
-Schaul et al. 2016 Sec. 3.4, and the limiter's).
+update computed and the replayed ones get theirs refreshed (mean |v_s - V(x_s)|). The rate
+limiter (after Reverb's SampleToInsertRatio) caps sequences sampled per sequence inserted at
+`max_sample_insert_ratio`: a batch that would exceed it, or a buffer of fewer than `min_size`
+sequences, **skips** replay (counted) and trains on fresh data alone, never a block. A run sets
+--replay-capacity and --replay-fraction; the rest are the constants below (PER's, Schaul et al.
+2016 Sec. 3.4, and the limiter's).
 """
 
 from __future__ import annotations

@@ -2,14 +2,11 @@
 
 The unit of storage and of priority is the *sequence*: one actor rollout of T steps, kept whole
 and time-ordered, so V-trace (Espeholt et al. 2018) still runs over ``[T, B, ...]`` data after
-replay. A stored field has shape ``[capacity, *per_sequence_shape]``; a sampled batch is
-sequence-major ``[n, *per_sequence_shape]`` and the learner transposes it to time-major itself.
-
-Sampling follows proportional prioritisation (Schaul et al. 2016, "Prioritized Experience
-Replay", Eq. 1 and Sec. 3.4): P(i) = p_i^α / Σ_k p_k^α, importance weights
-w_i = (N·P(i))^−β normalised by the largest sampled weight.
-
-Raw priorities p (clamped to ≥ eps) are stored as float32 ``[capacity]`` and α applied at sample
+replay. A stored field is ``[capacity, *per_sequence_shape]``; a sampled batch is sequence-major
+``[n, *per_sequence_shape]`` (the learner transposes it to time-major). Sampling is proportional
+prioritisation (Schaul et al. 2016, "Prioritized Experience Replay", Eq. 1 and Sec. 3.4):
+P(i) = p_i^α / Σ_k p_k^α, importance weights w_i = (N·P(i))^−β over the largest sampled weight.
+Raw priorities p (clamped to ≥ eps) are stored as float32 ``[capacity]``, α applied at sample
 time (an O(size) pass, like ``torch.multinomial``'s own cumulative sum). New sequences get the
 running maximum of every priority assigned, from 1.0 (Schaul et al.; OpenAI baselines), a 0-dim
 device tensor that never falls. ``add``, ``sample`` and ``update_priorities`` never synchronise

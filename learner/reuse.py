@@ -3,11 +3,10 @@
 A learner faster than its actors (a GPU beside CPU actors) waits for data; it can spend that time
 on more passes over each batch (sample reuse, kept safe by the clipped surrogate). Once it is the
 slower side, every queued chunk is older policy data, so extra passes cost policy lag.
-`next_epochs` moves the pass count one step at a time after every update: one more when the
-learner waited more than `wait_share_up` of the last cycle; one fewer when a full batch is
-already waiting; never below `min_epochs` (--epochs), never above `max_epochs` nor, with replay,
-what its sample:insert limit allows. The train loop adapts only on a GPU (a CPU learner's wait
-is its actors' CPU time) and feeds it the queue depth and the cycle's wait and compute times.
+`next_epochs` moves the pass count by one after every update: up when the learner waited more
+than `wait_share_up` of the last cycle, down when a full batch is already waiting, within
+`min_epochs` (--epochs) and `max_epochs` and its replay's sample:insert limit; only on a GPU (a
+CPU learner's wait is its actors' CPU time), from the queue depth and the cycle's wait and work.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def flags_page(program: Program) -> Page:
     description = first_paragraph(importlib.import_module(program.main).__doc__)
     description = description.removeprefix(f"`{command}`: ")
     description = description[:1].upper() + description[1:]
-    table_name = f'["{program.prog}"]' if "." in program.prog else f"[{program.prog}]"
+    table_name = f"[{program.prog}]"
     every = config_io.flags(cls)
     example = next((f for f in every if f.metavar == "STR" and f.default != "''"), every[0])
     lines = [

@@ -110,6 +110,24 @@ def test_each_process_reads_its_own_table(tmp_path: Path) -> None:
     assert run(["--config", path], prog="eval") == Example()
 
 
+def test_a_dotted_table_is_the_program_of_that_name_quoted_or_not(tmp_path: Path) -> None:
+    """`[actor.eval]` nests a table `eval` in `[actor]`: the eval actor's, not an actor setting."""
+    for header in ("[actor.eval]", '["actor.eval"]'):
+        path = toml(tmp_path, f"[actor]\nbatch_size = 4\n{header}\nbatch_size = 2\n")
+        assert run(["--config", path], prog="actor") == Example(batch_size=4)
+        assert run(["--config", path], prog="actor.eval") == Example(batch_size=2)
+
+
+def test_a_table_no_program_reads_is_refused(tmp_path: Path, capsys) -> None:
+    """A misspelt table would otherwise be ignored, its settings lost without a word."""
+    path = toml(tmp_path, "[lerner]\nbatch_size = 8\n[actor.evl]\nbatch_size = 2\n")
+    programs = "(learner, actor, actor.eval, actor.relay)"
+    assert fail(["--config", path], capsys) == [
+        f"{path}: [lerner] is not a program's table {programs}; did you mean 'learner'?",
+        f"{path}: [actor.evl] is not a program's table {programs}; did you mean 'actor.eval'?",
+    ]
+
+
 def test_a_top_level_key_is_refused(tmp_path: Path, capsys) -> None:
     """Both processes would read it, and the two tables name different settings."""
     path = toml(tmp_path, "batch_size = 8\n[learner]\nrun_name = 'x'\n")
