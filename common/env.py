@@ -101,7 +101,7 @@ class FrameEnv:
         self.schedule = LevelSchedule(spec.levels, seeds)
         self._rng = np.random.default_rng((*seeds, 1))  # sticky actions and no-op starts
         self._held = 0  # the buttons of the last NES frame (sticky actions)
-        self.archive = Archive() if spec.frontier_starts else None  # this env's own snapshots
+        self.archive = Archive() if spec.frontier_starts and spec.is_mario else None  # snapshots
         self._cell: Cell | None = None  # the snapshot this episode started from
         self._games: dict[str, Any] = {}  # level -> its emulator, built when first drawn
         self._on_level_built = on_level_built

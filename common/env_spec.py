@@ -2,7 +2,7 @@
 
 The learner owns it (its flags of the same names) and sends it in every Welcome; the actor builds
 its envs from it (`common.env`) and has no flag for any of it. The defaults here are the plain
-env; the learner's flags default to them, but train perturbed (`PERTURBATION`).
+env; the learner's flags default to them, but train perturbed (`PERTURBATION`) with frontier starts.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class EnvSpec:
     death_penalty: float = 0.0  # subtracted on death (the game's own -25 is clamped to -15)
     sticky_actions: float = 0.0  # each NES frame repeats the previous frame's buttons with this p
     noop_max: int = 0  # each episode starts with 0..noop_max agent steps of no buttons
-    frontier_starts: float = 0.0  # share of episodes started near the frontier (common.frontier)
+    frontier_starts: float = 0.0  # Mario episodes started near the frontier (common.frontier)
 
     def problems(self) -> list[str]:
         """Every invalid field, each as a sentence saying what to change."""
@@ -78,9 +78,8 @@ class EnvSpec:
             out.append(f"sticky_actions must be in [0, 1) (0 = off), got {self.sticky_actions}")
         if not 0 <= self.noop_max <= 1000:
             out.append(f"noop_max must be in [0, 1000] (0 = off), got {self.noop_max}")
-        if not 0 <= self.frontier_starts < 1 or (self.frontier_starts and not self.is_mario):
-            out.append(f"frontier_starts must be in [0, 1) (0 = off; Mario levels only), got "
-                       f"{self.frontier_starts}")  # fmt: skip
+        if not 0 <= self.frontier_starts < 1:
+            out.append(f"frontier_starts must be in [0, 1) (0 = off), got {self.frontier_starts}")
         return out
 
     @property

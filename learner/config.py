@@ -41,7 +41,7 @@ class LearnerConfig:
     insecure: bool = _f(False, "allow a non-loopback --host without CURVE (anyone connects)")
     metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
     metrics_port: Port = _f(9000, "port of the /metrics HTTP server (0 = off)")
-    # ---- the env spec, sent to every actor in its Welcome (EnvSpec's defaults, but perturbed)
+    # ---- the env spec, sent to every actor in its Welcome (EnvSpec's defaults, but the recipe's)
     level: str = _f(EnvSpec.level, "the run's levels: 1-1 | 1-1,1-2 | world:1 | all | a Gym id")
     action_set: ActionSet = _f(EnvSpec.action_set, "buttons the agent may press (its actions)")
     frame_size: PositiveInt = _f(EnvSpec.frame_size, "observation size in pixels (square)")
@@ -58,8 +58,8 @@ class LearnerConfig:
     noop_max: Annotated[int, Ge(0), Le(1000)] = _f(
         PERTURBATION.noop_max, "episodes start after 0..N agent steps without buttons (0 = off)"
     )
-    frontier_starts: Share = _f(
-        EnvSpec.frontier_starts, "share of episodes started near the level's frontier (0 = off)"
+    frontier_starts: Share = _f(  # the recipe: practice where episodes fail
+        0.25, "share of episodes started near the level's frontier (0 = off; Mario levels only)"
     )
     # ---- the network, likewise sent in the Welcome
     arch: Arch = _f("small", "network, sent to the actors at registration")

@@ -46,6 +46,14 @@ STATEMENTS = [
         ],
     ),
     (
+        "the share of frontier starts",
+        default(LearnerConfig, "frontier_starts"),
+        [
+            rf"`--frontier-starts` \| {NUMBER}",  # a table row: flag | default
+            rf"frontier starts[^.\n\d]{{0,20}}\bdefault[^.\n\d]{{0,20}}{NUMBER}",
+        ],
+    ),
+    (
         "the no-progress cutoff (training, make eval and the eval actor), agent steps",
         default(EnvSpec, "no_progress_steps"),
         [

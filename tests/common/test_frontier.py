@@ -107,9 +107,10 @@ def test_without_frontier_starts_every_episode_starts_at_the_level_start():
     assert all(e.start_x == -1 for e in _play_right(env, 3))
 
 
-def test_the_share_is_checked_and_needs_mario_levels():
+def test_the_share_is_checked_and_a_gym_id_plays_from_its_start():
     assert EnvSpec(frontier_starts=0.5).problems() == []
-    for spec in (EnvSpec(frontier_starts=1.0), EnvSpec(level=CORRIDOR, frontier_starts=0.5)):
-        (problem,) = spec.problems()
-        assert problem.startswith("frontier_starts must be in [0, 1) (0 = off; Mario levels only)")
-    assert FrameEnv(EnvSpec(level=CORRIDOR)).archive is None
+    for share in (1.0, -0.1):
+        (problem,) = EnvSpec(frontier_starts=share).problems()
+        assert problem.startswith("frontier_starts must be in [0, 1) (0 = off)")
+    gym = EnvSpec(level=CORRIDOR, frontier_starts=0.5)  # the learner's default on a Gym id
+    assert gym.problems() == [] and FrameEnv(gym).archive is None  # no snapshots to start from
