@@ -12,18 +12,21 @@ def test_settings_that_cannot_train_are_refused_with_the_flags_to_change():
     assert any("set --ppo-clip (e.g. 0.1) or --epochs 1" in p for p in problems)
 
 
-def test_the_env_spec_is_the_learners_settings_with_the_env_specs_defaults_but_perturbed():
+def test_the_env_spec_is_the_learners_settings_with_the_env_specs_defaults_but_the_recipes():
     from common.env_spec import EnvSpec
 
-    # training is perturbed as evaluation is (Machado et al. 2018); EnvSpec stays the plain env
-    assert LearnerConfig().env_spec() == EnvSpec(sticky_actions=0.25, noop_max=30)
-    assert (EnvSpec().sticky_actions, EnvSpec().noop_max) == (0, 0)
-    assert LearnerConfig(sticky_actions=0, noop_max=0).env_spec() == EnvSpec()
+    # training is perturbed as evaluation is (Machado et al. 2018) and a quarter of its episodes
+    # start near the frontier; EnvSpec stays the plain env
+    recipe = EnvSpec(sticky_actions=0.25, noop_max=30, frontier_starts=0.25)
+    assert LearnerConfig().env_spec() == recipe
+    assert (EnvSpec().sticky_actions, EnvSpec().noop_max, EnvSpec().frontier_starts) == (0, 0, 0)
+    plain = LearnerConfig(sticky_actions=0, noop_max=0, frontier_starts=0)
+    assert plain.env_spec() == EnvSpec()
     cfg = LearnerConfig(
         level="1-2", frame_skip=2, sticky_actions=0.1, noop_max=0, death_penalty=5.0
     )
     assert cfg.env_spec() == EnvSpec(
-        level="1-2", frame_skip=2, sticky_actions=0.1, death_penalty=5.0
+        level="1-2", frame_skip=2, sticky_actions=0.1, death_penalty=5.0, frontier_starts=0.25
     )
     problems = LearnerConfig(level="1-1,9-9", frame_size=4).problems()
     assert any("'9-9'" in p for p in problems) and any("frame_size" in p for p in problems)
