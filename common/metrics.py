@@ -145,8 +145,6 @@ class LearnerMetrics(_Metrics):
         _M("sgd_steps", Counter, "mario_learner_sgd_steps", "Optimizer steps (epochs x minibatches per update)."),
         _M("run_sgd_steps", Gauge, "mario_learner_run_sgd_steps", "Optimizer steps over the whole run (resumed with it).", row="sgd_steps"),
         _M("epochs", Gauge, "mario_learner_epochs", "Passes over each batch in the last update (adapts to the data rate when enabled).", row="epochs"),
-        _M("update_kl", Gauge, "mario_learner_update_kl", "Last update's mean KL(policy before it || after its last pass) over its steps (nats; measured with --kl-limit only).", row="update_kl", tag="policy/update_kl"),
-        _M("kl_stops", Counter, "mario_learner_kl_stops", "Updates whose passes stopped early at --kl-limit."),
         _M("clip_fraction", Gauge, "mario_learner_clip_fraction", "Last update's share of steps whose PPO surrogate was clipped (0 when off).", row="clip_fraction"),
         _M("learning_rate", Gauge, "mario_learner_learning_rate", "The optimizer's learning rate in the last update (falls when --lr-anneal-frames is set).", row="learning_rate", tag="optimizer/learning_rate"),
         _M("value_scale", Gauge, "mario_learner_value_scale", "PopArt's running sigma of the value targets.", row="value_scale"),

@@ -87,7 +87,6 @@ class LearnerConfig:
     max_epochs: PositiveInt = _f(8, "passes a GPU learner that waits for data may make")
     minibatches: PositiveInt = _f(2, "optimizer steps per pass, each on a share of the sequences")
     ppo_clip: NonNegative = _f(0.1, "clip pi/mu to [1/(1+c), 1+c] in APPO's surrogate (0 = off)")
-    kl_limit: NonNegative = _f(0.0, "an update stops once KL(pi_start || pi) > this (0 = off)")
     normalize_advantages: bool = _f(True, "advantages to zero mean, unit std per minibatch")
     replay_capacity: Count = _f(2048, "prioritized replay size in sequences (0 = off)")
     replay_fraction: Share = _f(0.0, "share of each batch from replay")

@@ -1,5 +1,5 @@
-"""Policy-loss math for sample reuse: the clipped surrogate, advantage normalisation and the KL
-between two policies; and moments per group (a run's levels), which the update reports.
+"""Policy-loss math for sample reuse: the clipped surrogate and advantage normalisation; and
+moments per group (a run's levels), which the update reports.
 
 Pure functions of tensors; shapes are time-major `[T, B]` (any shape works elementwise).
 
@@ -16,7 +16,6 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
 
 class SurrogateReturns(NamedTuple):
@@ -52,15 +51,6 @@ def clipped_surrogate(log_ratio: Tensor, advantages: Tensor, clip: float) -> Sur
     clipped = ratio.clamp(1.0 / (1.0 + clip), 1.0 + clip) * adv
     loss = -torch.minimum(unclipped, clipped)
     return SurrogateReturns(loss, (clipped < unclipped).detach())
-
-
-def categorical_kl(p_logits: Tensor, q_logits: Tensor) -> Tensor:
-    """KL(p || q) = sum_a p(a) (log p(a) - log q(a)) in nats per step, p = softmax(`p_logits`) and
-    q = softmax(`q_logits`), both [T, B, A] -> [T, B]."""
-    if p_logits.shape != q_logits.shape:
-        raise ValueError(f"logits {list(p_logits.shape)} and {list(q_logits.shape)} must match")
-    log_p, log_q = F.log_softmax(p_logits, dim=-1), F.log_softmax(q_logits, dim=-1)
-    return (log_p.exp() * (log_p - log_q)).sum(-1)
 
 
 MAX_GROUPS = 256  # group indices are a chunk's uint8 `level`

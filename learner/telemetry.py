@@ -97,7 +97,6 @@ class Telemetry:
         m.update_seconds.observe(compute_s)
         m.updates.inc()
         m.sgd_steps.inc(stats.sgd_steps)
-        m.kl_stops.inc(int(stats.kl_stopped))
         m.agent_steps.inc(steps)
         m.env_frames.inc(frames)
         m.run_env_frames.set(totals.env_frames)
@@ -152,7 +151,6 @@ class Telemetry:
             "entropy": entropy,
             "grad_norm": float(stats.grad_norm),
             "clip_fraction": float(stats.clip_fraction),
-            "update_kl": None if stats.kl is None else float(stats.kl),
             "epochs": stats.epochs,
             "value_scale": self.learner.popart.scale(),
             "learning_rate": self.learner.learning_rate,

@@ -9,8 +9,7 @@ The recipe (`Learner.step`): bootstrap and V-trace once per batch, with the netw
 before the update, and hold those targets and advantages through its passes (as Sample
 Factory's APPO holds its GAE targets); then at each optimizer step, the current network on the
 T stacks that acted gives the ratios pi/mu, and the three losses (policy, value, entropy) are
-taken, backed up, clipped and stepped; with `kl_limit` > 0 the passes end early once one leaves
-the mean KL(pi_start || pi) over the batch above it (`policy_kl`). Values are PopArt-normalised
+taken, backed up, clipped and stepped. Values are PopArt-normalised
 (learner/popart.py): V(x) in reward units is sigma n(x) + mu. A recurrent core is unrolled from
 the chunk's `core_state` over all T+1 stacks (common/model.py). With `precision` "bf16" the
 network runs under bfloat16 autocast; V-trace, the advantages and the losses stay float32.
@@ -34,13 +33,7 @@ from learner import vtrace
 from learner.batching import Batch, select
 from learner.config import LearnerConfig
 from learner.inputs import final_previous_actions, final_stacks, heads_input, previous_actions
-from learner.losses import (
-    categorical_kl,
-    clipped_surrogate,
-    group_moments,
-    group_sums,
-    normalize_advantages,
-)
+from learner.losses import clipped_surrogate, group_moments, group_sums, normalize_advantages
 from learner.popart import PopArt
 
 
@@ -59,7 +52,6 @@ class Hyper(NamedTuple):
     epochs: int  # passes over each batch
     minibatches: int  # optimizer steps per pass, each on a disjoint set of whole sequences
     ppo_clip: float  # > 0: PPO's clipped surrogate on pi/mu (APPO); 0: IMPALA's gradient
-    kl_limit: float  # > 0: passes end once KL(pi_start || pi) over the batch exceeds it; 0: off
     normalize_advantages: bool  # per minibatch, zero mean and unit variance
     precision: str  # "fp32", or "bf16": the network under bfloat16 autocast
 
@@ -85,8 +77,6 @@ class UpdateStats(NamedTuple):
     level_steps: torch.Tensor  # [MAX_GROUPS] steps of each level index in the batch
     level_advantage_std: torch.Tensor  # [MAX_GROUPS] std of its raw advantages, first pass
     level_entropy: torch.Tensor  # [MAX_GROUPS] the policy's mean entropy on its steps, first pass
-    kl: torch.Tensor | None  # [] mean KL(pi_start || pi) after the last pass; None: kl_limit 0
-    kl_stopped: bool  # the KL passed kl_limit and the remaining passes were skipped
 
 
 def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
@@ -187,13 +177,12 @@ def forward_and_targets(model: ActorCritic, batch: Batch, hyper: Hyper, popart: 
 
 
 class Targets(NamedTuple):
-    """What an update holds fixed through its passes: the value targets, advantages and policy of
-    the network before them, and the behaviour policy's log-probabilities."""
+    """What an update holds fixed through its passes: the value targets and advantages of the
+    network before them, and the behaviour policy's log-probabilities."""
 
     vs: torch.Tensor  # [T, N] V-trace targets, reward units, detached
     advantages: torch.Tensor  # [T, N] r_s + gamma_s v_{s+1} - V(x_s), detached (no rho)
     behaviour_log_probs: torch.Tensor  # [T, N] log mu(a_s|x_s) of the actions taken
-    start_logits: torch.Tensor  # [T, N, A] pi_start, the policy before the update, detached
 
     def select(self, index: torch.Tensor | None) -> Targets:
         """The targets of sequences `index` [n] (all of them for None)."""
@@ -207,18 +196,7 @@ def batch_targets(model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt
     with torch.no_grad():
         fwd = forward_and_targets(model, batch, hyper, popart)
     vt = fwd.vtrace
-    return Targets(vt.vs, fwd.advantages, vt.behaviour_action_log_probs, fwd.logits[:-1])
-
-
-def policy_kl(
-    model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt, start_logits: torch.Tensor
-) -> torch.Tensor:
-    """The mean KL(pi_start || pi) [] over the batch's T x N steps, each alike as in the losses:
-    pi_start from `start_logits` [T, N, A], pi the network's now (a forward of the whole batch,
-    without gradient: so the update measures it after each pass, not after each step)."""
-    with torch.no_grad():
-        logits = network_outputs(model, batch, hyper, popart, bootstrap=False).logits  # [T, N, A]
-    return categorical_kl(start_logits, logits).mean()
+    return Targets(vt.vs, fwd.advantages, vt.behaviour_action_log_probs)
 
 
 class Losses(NamedTuple):
@@ -321,13 +299,13 @@ class Tally:
         self.advantage_sums = group_sums(losses.advantages, level, self.advantage_sums)
         self.entropy_sums = group_sums(losses.entropies, level, self.entropy_sums)
 
-    def stats(self, passes: int, kl: torch.Tensor | None, kl_stopped: bool) -> UpdateStats:
+    def stats(self, passes: int) -> UpdateStats:
         means = dict(zip(MEANS, (self.sums / self.steps).unbind(), strict=True))
         advantages = group_moments(self.advantage_sums)
         return UpdateStats(
             **means, grad_norm=self.grad_norm, priorities=self.priorities, sgd_steps=self.steps,
             epochs=passes, level_steps=advantages.count, level_advantage_std=advantages.std,
-            level_entropy=group_moments(self.entropy_sums).mean, kl=kl, kl_stopped=kl_stopped,
+            level_entropy=group_moments(self.entropy_sums).mean,
         )  # fmt: skip
 
 
@@ -376,8 +354,7 @@ class Learner:
         self.model.observe_frames(batch.frames[STACK - 1 : -1])  # [T, N, H, W]
 
     def step(self, batch: Batch, epochs: int | None = None) -> UpdateStats:
-        """One update: `epochs` passes (default: the hyperparameters') of `minibatches` steps,
-        the passes left skipped once a pass ends with `policy_kl` above kl_limit (when > 0)."""
+        """One update: `epochs` passes (default: the hyperparameters') of `minibatches` steps."""
         passes = self.hyper.epochs if epochs is None else epochs
         if passes < 1:
             raise ValueError(f"epochs must be >= 1, got {passes}")
@@ -385,7 +362,6 @@ class Learner:
         tally = Tally(batch.num_sequences, batch.actions.device)
         # ---- bootstrap and V-trace, once: the targets of the network before the update ------
         targets = batch_targets(self.model, batch, self.hyper, self.popart)
-        kl, kl_stopped = None, False
         for epoch in range(passes):
             for index in self._minibatches(batch):
                 sub = batch if index is None else select(batch, index)
@@ -401,15 +377,9 @@ class Learner:
                 self.optimizer.step()
                 # ---- plumbing: what the update reports ------------------------------------
                 tally.add(losses, grad_norm, sub.level, index, first_pass=epoch == 0)
-            # ---- a trust region over the whole update: how far its passes moved the policy ---
-            if self.hyper.kl_limit > 0:
-                kl = policy_kl(self.model, batch, self.hyper, self.popart, targets.start_logits)
-                if epoch + 1 < passes and kl.item() > self.hyper.kl_limit:
-                    kl_stopped = True
-                    break
         self.updates += 1
         self.sgd_steps += tally.steps
-        return tally.stats(epoch + 1, kl, kl_stopped)
+        return tally.stats(passes)
 
     def _minibatches(self, batch: Batch) -> list[torch.Tensor | None]:
         """One pass's minibatches: sequence indices, or [None] for the whole batch."""

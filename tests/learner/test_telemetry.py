@@ -265,7 +265,7 @@ def test_the_train_loops_record_fills_every_output_from_one_set_of_gauges(
     monkeypatch.setattr(telemetry, "RECORD_EVERY_S", 0.0)
     model = new_model()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    learner = Learner(model, optimizer, hyper(kl_limit=1e9))  # a limit: the KL is measured
+    learner = Learner(model, optimizer, hyper())
     batch = on_policy(model, make_batch(4, 4, seed=3))
     replay = mixer(min_size=1)
     replay.after_update(replay.mix(batch, updates=0), torch.ones(4))

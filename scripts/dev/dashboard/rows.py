@@ -297,17 +297,6 @@ LEARNER = Row(
                 Q("mario_learner_clip_fraction", "clipped share (PPO)"),
             ],
         ),
-        Timeseries(
-            "KL per update",
-            "How far the last update moved the policy on its batch: the mean KL(policy before it || after its last pass) over its steps (nats; measured only with --kl-limit), and the share of updates whose passes stopped early at the limit.",
-            [
-                Q("mario_learner_update_kl", "KL (nats)"),
-                Q(
-                    "sum(rate(mario_learner_kl_stops_total[1m])) / sum(rate(mario_learner_updates_total[1m]))",
-                    "stopped early (share)",
-                ),
-            ],
-        ),
     ],
 )
 
