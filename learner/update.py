@@ -9,10 +9,10 @@ The recipe (`Learner.step`): bootstrap and V-trace once per batch, with the netw
 before the update, and hold those targets and advantages through its passes (as Sample
 Factory's APPO holds its GAE targets); then at each optimizer step, the current network on the
 T stacks that acted gives the ratios pi/mu, and the three losses (policy, value, entropy) are
-taken, backed up, clipped and stepped. Values are PopArt-normalised
-(learner/popart.py): V(x) in reward units is sigma n(x) + mu. A recurrent core is unrolled from
-the chunk's `core_state` over all T+1 stacks (common/model.py). With `precision` "bf16" the
-network runs under bfloat16 autocast; V-trace, the advantages and the losses stay float32.
+taken, backed up, clipped and stepped. Values are PopArt-normalised (learner/popart.py): V(x) in
+reward units is sigma n(x) + mu. A recurrent core is unrolled from the chunk's `core_state` over
+all T+1 stacks (common/model.py). With `precision` "bf16" the network runs under bfloat16
+autocast; V-trace, the advantages and the losses stay float32.
 
 Truncation is not termination. A step cut by the no-progress cutoff keeps a discount of zero
 inside V-trace (nothing after it belongs to the same trajectory) but its reward is bootstrapped,

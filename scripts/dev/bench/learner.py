@@ -137,7 +137,8 @@ def e2e(cfg: LearnerConfig, num_envs: int, device: str, senders: int, seconds: f
             # warm up for 30 updates; a loaded host only slows it: give up on no update in 120 s
             seen, last = 0.0, time.monotonic()
             while (n := status.scrape(url).get("mario_learner_updates_total", 0)) < 30:
-                seen, last = (n, time.monotonic()) if n > seen else (seen, last)
+                if n > seen:
+                    seen, last = n, time.monotonic()
                 if time.monotonic() - last > 120 or proc.poll() is not None:
                     raise RuntimeError(f"learner did not train ({seen:.0f} updates, then none)")
                 time.sleep(0.5)
