@@ -1,4 +1,5 @@
-"""Training episodes in windows of wall time: the data behind every learning curve.
+"""Training episodes in windows of wall time or of env frames: the data behind every learning
+curve.
 
 Reads RUN/episodes.jsonl: each training episode the actors report is one line, with its arrival
 time, the learner's env frames then, its level, max x, flag and (since progress was logged) its
@@ -235,6 +236,7 @@ class FrameWindow(NamedTuple):
     episodes: int
     mean_max_x: float | None
     flag_rate: float | None
+    mean_progress: float | None = None  # 0-1; None: no episode, or a level of unknown length
 
 
 def frame_windows(eps: Episodes, window_frames: int, run_frames: int = 0) -> list[FrameWindow]:
@@ -250,14 +252,40 @@ def frame_windows(eps: Episodes, window_frames: int, run_frames: int = 0) -> lis
     for end in range(window_frames, last + 1, window_frames):
         sel = (eps.env_frames > end - window_frames) & (eps.env_frames <= end)
         n = int(sel.sum())
+        prog = eps.progress[sel]
+        prog = prog[~np.isnan(prog)]
         out.append(
             FrameWindow(
                 end,
                 n,
                 float(eps.max_x[sel].mean()) if n else None,
                 float(eps.flag[sel].mean()) if n else None,
+                float(prog.mean()) if prog.size else None,
             )
         )
+    return out
+
+
+def frame_windows_by_level(
+    eps: Episodes, window_frames: int, run_frames: int = 0
+) -> dict[str, list[FrameWindow]]:
+    """Each level's windows of env frames, all over the run's frames; with several levels, also
+    MEAN: their mean per window, each level with episodes in it weighted alike."""
+    last = max(int(eps.env_frames.max()) if eps.env_frames.size else 0, run_frames)
+    out = {
+        lv: frame_windows(_only(eps, eps.level == lv), window_frames, last) for lv in levels_of(eps)
+    }
+    if len(out) > 1:
+        out[MEAN] = [
+            FrameWindow(
+                ws[0].end_frames,
+                sum(w.episodes for w in ws),
+                _mean([w.mean_max_x for w in ws]),
+                _mean([w.flag_rate for w in ws]),
+                _mean([w.mean_progress for w in ws]),
+            )
+            for ws in zip(*out.values(), strict=True)
+        ]
     return out
 
 
@@ -290,20 +318,21 @@ def windows_by_level(
 
 def _mean_window(ws: tuple[Window, ...]) -> Window:
     """The mean of one window over levels: each level with episodes counts alike."""
-
-    def mean(values: list[float | None]) -> float | None:
-        known = [v for v in values if v is not None]
-        return float(np.mean(known)) if known else None
-
     return Window(
         ws[0].end_s,
         max(w.env_frames for w in ws),
         sum(w.episodes for w in ws),
-        mean([w.mean_max_x for w in ws]),
+        _mean([w.mean_max_x for w in ws]),
         None,  # a median of medians would mean nothing
-        mean([w.flag_rate for w in ws]),
-        mean([w.mean_progress for w in ws]),
+        _mean([w.flag_rate for w in ws]),
+        _mean([w.mean_progress for w in ws]),
     )
+
+
+def _mean(values: list[float | None]) -> float | None:
+    """The mean of the values known (a level with episodes, of known length); None if none is."""
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None
 
 
 def level_rows(eps: Episodes, window_s: float, last: int = 50) -> list[LevelRow]:

@@ -7,7 +7,8 @@ time, for the run and for each of its levels.
 
 --window-frames prints the curves against env frames instead: mean max x and flag rate per
 window of frames, the runs side by side with their mean (seeds of one setting), beside Sample
-Factory's 30-minute 1-1 curve in the same bins.
+Factory's 30-minute 1-1 curve in the same bins; a run over several levels (or any run, with
+--by-level) also gets a table of progress and flag rate per level and window, with their mean.
 
 Each training episode the actors report is one line of RUN/episodes.jsonl, with its arrival time
 and the learner's env frames then; the learner's start is a `{"event": "start"}` line. A window
@@ -39,6 +40,7 @@ from scripts.episode_windows import (
     FrameWindow,
     Window,
     frame_windows,
+    frame_windows_by_level,
     read_episodes,
     run_env_frames,
     windows,
@@ -334,6 +336,29 @@ def level_tables(name: str, by_level: dict[str, list[Window]]) -> str:
     return "\n\n".join(out)
 
 
+def frames_level_table(name: str, by_level: dict[str, list[FrameWindow]]) -> str:
+    """One run's windows of env frames, a column per level (and the mean): progress (mean max x
+    for a level of unknown length) / flag rate, and how many episodes."""
+    levels = list(by_level)
+    known = {lv: lv == MEAN or lv in level_lengths() for lv in levels}
+
+    def cell(lv: str, w: FrameWindow) -> str:
+        if not w.episodes:
+            return "-"
+        head = _fmt(w.mean_progress, ".0%") if known[lv] else f"x {w.mean_max_x:,.0f}"
+        return f"{head} / {_fmt(w.flag_rate, '.0%')} ({w.episodes})"
+
+    lines = [
+        f"## {name}: progress / flag rate by level (episodes)",
+        "| env frames | " + " | ".join(levels) + " |",
+        "|---|" + "---|" * len(levels),
+    ]
+    for ws in zip(*by_level.values(), strict=True):
+        cells = [cell(lv, w) for lv, w in zip(levels, ws, strict=True)]
+        lines.append(f"| {ws[0].end_frames:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _by_level_wanted(eps: Episodes, forced: bool) -> bool:
     return forced or len(set(eps.level.tolist())) > 1
 
@@ -367,15 +392,18 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             print(f"error: {', '.join(missing)} not found", file=sys.stderr)
             return 2
-        by_frames = {
-            r.name: frame_windows(
-                read_episodes(RunDir(r).episodes, args.level),
-                args.window_frames,
-                run_env_frames(RunDir(r).metrics),
-            )
-            for r in args.runs
-        }
+        by_frames, tables = {}, []
+        for r in args.runs:
+            eps = read_episodes(RunDir(r).episodes, args.level)
+            frames = run_env_frames(RunDir(r).metrics)
+            by_frames[r.name] = frame_windows(eps, args.window_frames, frames)
+            if _by_level_wanted(eps, args.by_level):
+                by_level = frame_windows_by_level(eps, args.window_frames, frames)
+                tables.append(frames_level_table(str(r), by_level))
         print(frames_table(by_frames, args.window_frames))
+        for text in tables:
+            print()
+            print(text)
         if args.plot:
             plot_frames(by_frames, args.plot, reference=not args.no_reference)
             print(f"wrote {args.plot}")

@@ -218,6 +218,45 @@ def test_frame_windows_bin_episodes_by_the_learners_frames_and_average_the_seeds
     assert "| 400,000 | 900 / 100% | 1,100 / 0% | 1,000 / 50% | 1,193 / 2% |" in out
 
 
+def test_a_run_of_several_levels_gets_its_levels_per_window_of_frames(tmp_path, capsys):
+    """env frames are 100 a second: 1-1 at 1 k and 2 k frames, 1-2 at 3 k (first window) and
+    5 k and 6 k (second); each level spans the run's windows, the mean weighs levels alike."""
+    write_levels(
+        tmp_path / "world",
+        [
+            (10, "1-1", 316, False, 0.1),
+            (20, "1-1", 948, False, 0.3),
+            (30, "1-2", 1580, False, 0.5),
+            (50, "1-2", 3161, True, 1.0),
+            (60, "1-2", 0, False, 0.0),
+        ],
+    )
+    eps = learning_curve.read_episodes(RunDir(tmp_path / "world").episodes)
+    by_level = episode_windows.frame_windows_by_level(eps, 3_000)
+    assert list(by_level) == ["1-1", "1-2", learning_curve.MEAN]
+    assert [w.end_frames for w in by_level["1-1"]] == [3_000, 6_000]  # the run's, not the level's
+    one, two, mean = (by_level[k][0] for k in by_level)
+    assert one.episodes == 2 and one.mean_progress == pytest.approx(0.2)
+    assert two.episodes == 1 and two.mean_progress == pytest.approx(0.5)
+    assert mean.mean_progress == pytest.approx(0.35) and mean.episodes == 3  # not 0.3
+    late = [by_level[k][1] for k in by_level]
+    assert late[0].episodes == 0 and late[0].mean_progress is None
+    assert late[2].mean_progress == pytest.approx(0.5) and late[2].flag_rate == 0.5
+    args = [str(tmp_path / "world"), "--window-frames", "3000", "--no-reference"]
+    assert learning_curve.main(args) == 0
+    out = capsys.readouterr().out
+    assert "| env frames | 1-1 | 1-2 | mean |" in out
+    assert "| 3,000 | 20% / 0% (2) | 50% / 0% (1) | 35% / 0% (3) |" in out
+    assert "| 6,000 | - | 50% / 50% (2) | 50% / 50% (2) |" in out
+    write_run(tmp_path / "one", 0.0, [(1, 1_000, 300, False)])
+    assert learning_curve.main([str(tmp_path / "one"), "--window-frames", "1000"]) == 0
+    assert "by level" not in capsys.readouterr().out  # one level: the table of before
+    assert (
+        learning_curve.main([str(tmp_path / "one"), "--window-frames", "1000", "--by-level"]) == 0
+    )
+    assert "| 1,000 | 9% / 0% (1) |" in capsys.readouterr().out  # 300 of 1-1's 3,161
+
+
 def test_a_run_stopped_at_its_frames_keeps_its_last_window(tmp_path, capsys):
     """make train FRAMES=400000: the learner stops at 400,384 frames, its last episode ended at
     399,104; the window to 400 k is full by the learner's count in metrics.jsonl."""
