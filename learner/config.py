@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Annotated, Literal
 
 from common import curve
@@ -22,12 +22,15 @@ from common.config import (
 )
 from common.config import option as _f
 from common.env_spec import ACTION_SETS, PERTURBATION, ActionSet, EnvSpec
-from common.levels import parse_levels
+from common.levels import LevelSetError, parse_levels
 from common.model import Arch, Core, ModelSpec
 from learner import tensorboard
 from learner.batch_size import BatchSize
 
 Precision = Literal["fp32", "bf16"]
+# A run of one level starts this share of its episodes near the frontier; a set none, as on World 1
+# they bought no progress (docs/WHY-DEFAULTS.md).
+ONE_LEVEL_FRONTIER_STARTS = 0.25
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,10 @@ class LearnerConfig:
     noop_max: Annotated[int, Ge(0), Le(1000)] = _f(
         PERTURBATION.noop_max, "episodes start after 0..N agent steps without buttons (0 = off)"
     )
-    frontier_starts: Share = _f(  # the recipe: practice where episodes fail
-        0.25, "share of episodes started near the level's frontier (0 = off; Mario levels only)"
+    frontier_starts: Share | None = _f(  # the recipe on one level: practice where episodes fail
+        None,
+        "share of episodes started near the level's frontier (none = "
+        f"{ONE_LEVEL_FRONTIER_STARTS} on one level, 0 on a set; 0 = off; Mario levels only)",
     )
     # ---- the network, likewise sent in the Welcome
     arch: Arch = _f("small", "network, sent to the actors at registration")
@@ -109,7 +114,19 @@ class LearnerConfig:
 
     def env_spec(self) -> EnvSpec:
         """The envs every actor builds, as its Welcome tells it."""
-        return EnvSpec(**{f.name: getattr(self, f.name) for f in fields(EnvSpec)})
+        values = {f.name: getattr(self, f.name) for f in fields(EnvSpec)}
+        if self.frontier_starts is None:
+            try:
+                one = len(self.levels) == 1
+            except LevelSetError:
+                one = True  # no set: problems() says what is wrong with it
+            values["frontier_starts"] = ONE_LEVEL_FRONTIER_STARTS if one else 0.0
+        return EnvSpec(**values)
+
+    def resolved(self) -> LearnerConfig:
+        """The config as run, each default that depends on other settings given its value: what
+        RUN/config.json records."""
+        return replace(self, frontier_starts=self.env_spec().frontier_starts)
 
     def model_spec(self) -> ModelSpec:
         return ModelSpec(

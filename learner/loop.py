@@ -83,7 +83,7 @@ class TrainLoop:
     def _build_training(self) -> None:
         """The learner, resumed from the run's checkpoint, and how many passes it makes."""
         cfg, metrics = self.cfg, self.metrics
-        config_io.write_resolved(cfg, self.run_dir.config)
+        config_io.write_resolved(cfg.resolved(), self.run_dir.config)
         torch.manual_seed(cfg.seed)
         self.learner, self.mixer = build_training(cfg, self.device)
         self.model = self.learner.model

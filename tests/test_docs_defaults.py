@@ -11,7 +11,7 @@ import pytest
 
 from actor.config import ActorConfig
 from common.env_spec import EnvSpec
-from learner.config import LearnerConfig
+from learner.config import ONE_LEVEL_FRONTIER_STARTS, LearnerConfig
 from scripts.checkout import ROOT
 
 NUMBER = r"(\d+(?:\.\d+)?(?:e-?\d+)?)"
@@ -46,8 +46,8 @@ STATEMENTS = [
         ],
     ),
     (
-        "the share of frontier starts",
-        default(LearnerConfig, "frontier_starts"),
+        "the share of frontier starts on one level",
+        ONE_LEVEL_FRONTIER_STARTS,
         [
             rf"`--frontier-starts` \| {NUMBER}",  # a table row: flag | default
             rf"frontier starts[^.\n\d]{{0,20}}\bdefault[^.\n\d]{{0,20}}{NUMBER}",

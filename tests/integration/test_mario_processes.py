@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from common.rundir import RunDir
@@ -60,6 +62,8 @@ def test_train_survive_actor_kill_and_resume_after_learner_restart(tmp_path):
             30,
             started,
         )
+        resolved = json.loads(RunDir(run).config.read_text())
+        assert resolved["frontier_starts"] == 0.25  # unset: what a run of one level uses
 
         # -- kill -9 one actor: the learner trains on with the other ------------------------
         actors[0].kill9()

@@ -15,10 +15,16 @@ def test_settings_that_cannot_train_are_refused_with_the_flags_to_change():
 def test_the_env_spec_is_the_learners_settings_with_the_env_specs_defaults_but_the_recipes():
     from common.env_spec import EnvSpec
 
-    # training is perturbed as evaluation is (Machado et al. 2018) and a quarter of its episodes
-    # start near the frontier; EnvSpec stays the plain env
+    # training is perturbed as evaluation is (Machado et al. 2018) and a quarter of a level's
+    # episodes start near the frontier, none of a set's; EnvSpec stays the plain env
     recipe = EnvSpec(sticky_actions=0.25, noop_max=30, frontier_starts=0.25)
     assert LearnerConfig().env_spec() == recipe
+    assert LearnerConfig().resolved().frontier_starts == 0.25
+    for level in ("world:1", "1-1,1-2", "all"):
+        assert LearnerConfig(level=level).env_spec().frontier_starts == 0
+        assert LearnerConfig(level=level).resolved().frontier_starts == 0
+    assert LearnerConfig(level="world:1", frontier_starts=0.5).env_spec().frontier_starts == 0.5
+    assert LearnerConfig(frontier_starts=0).env_spec().frontier_starts == 0
     assert (EnvSpec().sticky_actions, EnvSpec().noop_max, EnvSpec().frontier_starts) == (0, 0, 0)
     plain = LearnerConfig(sticky_actions=0, noop_max=0, frontier_starts=0)
     assert plain.env_spec() == EnvSpec()
