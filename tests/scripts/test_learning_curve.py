@@ -221,16 +221,9 @@ def test_frame_windows_bin_episodes_by_the_learners_frames_and_average_the_seeds
 def test_a_run_of_several_levels_gets_its_levels_per_window_of_frames(tmp_path, capsys):
     """env frames are 100 a second: 1-1 at 1 k and 2 k frames, 1-2 at 3 k (first window) and
     5 k and 6 k (second); each level spans the run's windows, the mean weighs levels alike."""
-    write_levels(
-        tmp_path / "world",
-        [
-            (10, "1-1", 316, False, 0.1),
-            (20, "1-1", 948, False, 0.3),
-            (30, "1-2", 1580, False, 0.5),
-            (50, "1-2", 3161, True, 1.0),
-            (60, "1-2", 0, False, 0.0),
-        ],
-    )
+    one = [(10, "1-1", 316, False, 0.1), (20, "1-1", 948, False, 0.3)]
+    two = [(30, "1-2", 1580, False, 0.5), (50, "1-2", 3161, True, 1.0), (60, "1-2", 0, False, 0.0)]
+    write_levels(tmp_path / "world", one + two)
     eps = learning_curve.read_episodes(RunDir(tmp_path / "world").episodes)
     by_level = episode_windows.frame_windows_by_level(eps, 3_000)
     assert list(by_level) == ["1-1", "1-2", learning_curve.MEAN]
