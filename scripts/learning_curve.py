@@ -315,11 +315,16 @@ def _progress_cell(w: Window, known_length: bool) -> str:
     return "-" if w.mean_max_x is None else f"x {w.mean_max_x:,.0f}"
 
 
+def _known_length(levels: list[str]) -> dict[str, bool]:
+    """Which of `levels` (MEAN among them) have a progress: a level of known length, the mean."""
+    return {lv: lv == MEAN or lv in level_lengths() for lv in levels}
+
+
 def level_tables(name: str, by_level: dict[str, list[Window]]) -> str:
     """Two tables of one run's windows, a column per level (and the mean): progress (mean max x
     for a level of unknown length), then flag rate; each cell says how many episodes."""
     levels = list(by_level)
-    known = {lv: lv == MEAN or lv in level_lengths() for lv in levels}
+    known = _known_length(levels)
     head = "| minute | env frames | " + " | ".join(levels) + " |"
     rule = "|---|---|" + "---|" * len(levels)
     out = []
@@ -340,7 +345,7 @@ def frames_level_table(name: str, by_level: dict[str, list[FrameWindow]]) -> str
     """One run's windows of env frames, a column per level (and the mean): progress (mean max x
     for a level of unknown length) / flag rate, and how many episodes."""
     levels = list(by_level)
-    known = {lv: lv == MEAN or lv in level_lengths() for lv in levels}
+    known = _known_length(levels)
 
     def cell(lv: str, w: FrameWindow) -> str:
         if not w.episodes:
