@@ -95,6 +95,9 @@ class LearnerConfig:
     normalize_advantages: bool = _f(True, "advantages to zero mean, unit std per minibatch")
     replay_capacity: Count = _f(2048, "prioritized replay size in sequences (0 = off)")
     replay_fraction: Share = _f(0.0, "share of each batch from replay")
+    self_imitation: NonNegative = _f(
+        0.0, "replayed sequences per fresh one in each update's self-imitation loss (0 = off)"
+    )
     max_policy_lag: Count = _f(50, "drop chunks of a policy more updates old than this")
     queue_chunks: PositiveInt = _f(8, "ingest queue capacity; full, it stops granting credits")
     credits_per_actor: PositiveInt = _f(2, "chunks an actor may have in flight")
@@ -170,6 +173,13 @@ class LearnerConfig:
                 f"epochs = {self.epochs} reuses each batch without a trust region: set --ppo-clip "
                 "(e.g. 0.1) or --epochs 1"
             )
+        if self.self_imitation > 0 and self.replay_capacity == 0:
+            out.append(
+                f"self_imitation ({self.self_imitation}) draws from the replay, whose capacity is "
+                "0: set --replay-capacity (e.g. 2048) or --self-imitation 0"
+            )
+        if self.self_imitation > 0 and self.replay_fraction > 0:
+            out.append("the replay serves one use: set --self-imitation 0 or --replay-fraction 0")
         if self.actor_timeout_s <= 2 * self.heartbeat_interval_s:
             out.append("actor_timeout_s must exceed 2 x heartbeat_interval_s")
         return out + self._batch_problems()

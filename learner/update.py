@@ -29,7 +29,7 @@ from torch.nn import functional as F
 
 from common.model import ActorCritic
 from common.stacking import STACK, stack_frames
-from learner import vtrace
+from learner import self_imitation, vtrace
 from learner.batching import Batch, select
 from learner.config import LearnerConfig
 from learner.inputs import final_previous_actions, final_stacks, heads_input, previous_actions
@@ -77,6 +77,12 @@ class UpdateStats(NamedTuple):
     level_steps: torch.Tensor  # [MAX_GROUPS] steps of each level index in the batch
     level_advantage_std: torch.Tensor  # [MAX_GROUPS] std of its raw advantages, first pass
     level_entropy: torch.Tensor  # [MAX_GROUPS] the policy's mean entropy on its steps, first pass
+    # self-imitation: the mean (R - V)+ of each sequence, PopArt-normalised: the fresh ones' under
+    # the network before the update, the replayed ones' from the first pass ([0] without any)
+    imitation_priorities_fresh: torch.Tensor  # [N]
+    imitation_priorities: torch.Tensor  # [n]
+    sil_loss: torch.Tensor  # [] L_sil, the mean over the steps that had replayed sequences
+    sil_positive: torch.Tensor  # [] share of their steps whose return beat the value
 
 
 def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
@@ -122,11 +128,11 @@ def network_outputs(
     return Outputs(logits, values, h[: T * N], final_values)
 
 
-def vtrace_targets(
+def bootstrapped_rewards(
     out: Outputs, batch: Batch, hyper: Hyper
-) -> tuple[vtrace.VTraceFromLogitsReturns, torch.Tensor]:
-    """V-trace's targets under the network's outputs `out` (over all T+1 stacks), and the
-    surrogate's advantages r_s + gamma_s v_{s+1} - V(x_s) [T, N] (without the rho_s factor)."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The shaped rewards [T, N], a truncated step's with gamma V(x_final) folded in, and the
+    discounts [T, N] (0 after any episode end), under the network's outputs `out` (T+1 stacks)."""
     T = batch.unroll_length
     values = out.values  # [T+1, N]
     # ---- bootstrap: discounts end at any episode end; truncation bootstraps via the reward ---
@@ -141,6 +147,17 @@ def vtrace_targets(
     )  # [T, N]
     rewards = shape_rewards(batch.rewards, hyper)  # [T, N]
     rewards = rewards + discount * batch.truncated.float() * next_value  # r_t + g V(x_final)
+    return rewards, discounts
+
+
+def vtrace_targets(
+    out: Outputs, batch: Batch, hyper: Hyper
+) -> tuple[vtrace.VTraceFromLogitsReturns, torch.Tensor]:
+    """V-trace's targets under the network's outputs `out` (over all T+1 stacks), and the
+    surrogate's advantages r_s + gamma_s v_{s+1} - V(x_s) [T, N] (without the rho_s factor)."""
+    T = batch.unroll_length
+    values = out.values  # [T+1, N]
+    rewards, discounts = bootstrapped_rewards(out, batch, hyper)  # [T, N], [T, N]
 
     # ---- V-trace (Espeholt et al. 2018, Sec. 4.1) -----------------------------------------------
     vt = vtrace.from_logits(
@@ -183,6 +200,8 @@ class Targets(NamedTuple):
     vs: torch.Tensor  # [T, N] V-trace targets, reward units, detached
     advantages: torch.Tensor  # [T, N] r_s + gamma_s v_{s+1} - V(x_s), detached (no rho)
     behaviour_log_probs: torch.Tensor  # [T, N] log mu(a_s|x_s) of the actions taken
+    returns: torch.Tensor  # [T, N] n-step returns R_s within the sequence (self-imitation's)
+    values: torch.Tensor  # [T, N] V(x_s), reward units, detached
 
     def select(self, index: torch.Tensor | None) -> Targets:
         """The targets of sequences `index` [n] (all of them for None)."""
@@ -195,8 +214,19 @@ def batch_targets(model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt
     """The targets of the whole batch under the network as it is now, without gradient."""
     with torch.no_grad():
         fwd = forward_and_targets(model, batch, hyper, popart)
+        rewards, discounts = bootstrapped_rewards(Outputs(*fwd[:4]), batch, hyper)  # [T, N] x 2
+        returns = self_imitation.returns(rewards, discounts, fwd.values[-1])  # [T, N]
     vt = fwd.vtrace
-    return Targets(vt.vs, fwd.advantages, vt.behaviour_action_log_probs)
+    return Targets(vt.vs, fwd.advantages, vt.behaviour_action_log_probs, returns, fwd.values[:-1])
+
+
+class Imitation(NamedTuple):
+    """Replayed sequences that an optimizer step trains with the self-imitation loss, and what
+    their update holds fixed."""
+
+    batch: Batch  # n sequences, batch.weights their importance weights
+    returns: torch.Tensor  # [T, n] R_s, reward units
+    scale: torch.Tensor  # [] the update's advantage std, reward units: (R - V)+'s unit
 
 
 class Losses(NamedTuple):
@@ -208,17 +238,27 @@ class Losses(NamedTuple):
     priorities: torch.Tensor  # [N]
     advantages: torch.Tensor  # [T, N] the surrogate's advantages before normalisation, detached
     entropies: torch.Tensor  # [T, N] the policy's entropy at each step, detached
+    imitation: self_imitation.SelfImitationLoss | None  # on the replayed sequences, if any
 
 
 def loss_and_stats(
-    model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt, targets: Targets
+    model: ActorCritic,
+    batch: Batch,
+    hyper: Hyper,
+    popart: PopArt,
+    targets: Targets,
+    imitation: Imitation | None = None,
 ) -> Losses:
     """The three losses of one (mini)batch against the held `targets`: the policy's (on the
     current network's ratios pi/mu), the value's (in PopArt's normalised units; PopArt's
-    statistics move and the value head is rescaled to keep its outputs) and the entropy bonus."""
+    statistics move and the value head is rescaled to keep its outputs) and the entropy bonus;
+    plus, with `imitation`, the self-imitation loss on those replayed sequences."""
     T, N = batch.unroll_length, batch.num_sequences
     # ---- unpack: the current network on the T stacks that acted -----------------------------
     out = network_outputs(model, batch, hyper, popart, bootstrap=False)
+    sil_out = None
+    if imitation is not None:  # the same on the replayed sequences
+        sil_out = network_outputs(model, imitation.batch, hyper, popart, bootstrap=False)
     log_pi = vtrace.action_log_probs(out.logits, batch.actions)  # [T, N] log pi(a_s|x_s)
     log_rhos = log_pi - targets.behaviour_log_probs  # [T, N] log pi/mu
     advantages = targets.advantages  # [T, N]
@@ -248,17 +288,32 @@ def loss_and_stats(
     entropy = entropies.mean()
     total = pg_loss + hyper.baseline_cost * baseline_loss - hyper.entropy_cost * entropy
 
+    # ---- self-imitation: the replayed steps whose return beat the value (Oh et al. 2018) -----
+    sil = None
+    if imitation is not None and sil_out is not None:
+        n = imitation.batch.num_sequences
+        sil_value = model.value(sil_out.features).squeeze(-1).view(T, n)  # [T, n] normalised
+        sil = self_imitation.self_imitation_loss(
+            log_pi=vtrace.action_log_probs(sil_out.logits, imitation.batch.actions),  # [T, n]
+            value=sil_value,
+            returns=popart.normalize(imitation.returns),  # [T, n]
+            scale=imitation.scale / popart.stats.sigma(popart.min_sigma),
+            weights=imitation.batch.weights,
+        )
+        total = total + sil.total
+
     # ---- plumbing: replay's priorities ---------------------------------------------------------
     # a sequence's mean |v_s - V(x_s)|: what the value has not learned yet (PER's |TD error|)
     priorities = (targets.vs - out.values).abs().mean(dim=0)  # [N]
     return Losses(
         total, pg_loss.detach(), baseline_loss.detach(), entropy.detach(), clip_fraction,
-        priorities, advantages, entropies.detach(),
+        priorities, advantages, entropies.detach(), sil,
     )  # fmt: skip
 
 
 # The losses an update reports as means over its optimizer steps, as UpdateStats names them
 MEANS = ("total_loss", "pg_loss", "baseline_loss", "entropy", "clip_fraction")
+SIL_MEANS = ("sil_loss", "sil_positive")  # means over the steps with replayed sequences
 
 
 class Tally:
@@ -266,9 +321,12 @@ class Tally:
     (`stats`): the losses' means, the last step's gradient norm and, from the first pass (the
     network as it was before the update), the priorities and each level's figures."""
 
-    def __init__(self, num_sequences: int, device: torch.device):
+    def __init__(self, num_sequences: int, device: torch.device, replayed: int = 0):
         self.sums = torch.zeros(len(MEANS), device=device)  # [5] in MEANS' order
         self.steps = 0
+        self.sil_sums = torch.zeros(len(SIL_MEANS), device=device)  # [2] in SIL_MEANS' order
+        self.sil_steps = 0
+        self.imitation_priorities = torch.zeros(replayed, device=device)  # [n]
         self.grad_norm = torch.zeros((), device=device)
         self.priorities = torch.zeros(num_sequences, device=device)  # [N]
         self.advantage_sums: torch.Tensor | None = None  # per level index (group_sums)
@@ -281,15 +339,23 @@ class Tally:
         level: torch.Tensor,
         index: torch.Tensor | None,
         first_pass: bool,
+        replayed_index: torch.Tensor | None = None,
     ) -> None:
         """One optimizer step's `losses` on the sequences `index` (None: all), whose steps' level
-        indices are `level` [T, n], and its gradient norm before clipping."""
+        indices are `level` [T, n], and its gradient norm before clipping; `replayed_index`, the
+        replayed sequences of its self-imitation loss."""
         step = {"total_loss": losses.total.detach(), "pg_loss": losses.pg}
         step |= {"baseline_loss": losses.baseline, "entropy": losses.entropy}
         step |= {"clip_fraction": losses.clip_fraction}
         self.sums += torch.stack([step[name] for name in MEANS])
         self.steps += 1
         self.grad_norm = grad_norm.detach()
+        sil = losses.imitation
+        if sil is not None:
+            self.sil_sums += torch.stack([sil.total.detach(), sil.positive])
+            self.sil_steps += 1
+            if first_pass and replayed_index is not None:
+                self.imitation_priorities[replayed_index] = sil.priorities
         if not first_pass:
             return
         if index is None:
@@ -299,13 +365,17 @@ class Tally:
         self.advantage_sums = group_sums(losses.advantages, level, self.advantage_sums)
         self.entropy_sums = group_sums(losses.entropies, level, self.entropy_sums)
 
-    def stats(self, passes: int) -> UpdateStats:
+    def stats(self, passes: int, imitation_priorities_fresh: torch.Tensor) -> UpdateStats:
         means = dict(zip(MEANS, (self.sums / self.steps).unbind(), strict=True))
+        sil = self.sil_sums / max(1, self.sil_steps)
+        means |= dict(zip(SIL_MEANS, sil.unbind(), strict=True))
         advantages = group_moments(self.advantage_sums)
         return UpdateStats(
             **means, grad_norm=self.grad_norm, priorities=self.priorities, sgd_steps=self.steps,
             epochs=passes, level_steps=advantages.count, level_advantage_std=advantages.std,
             level_entropy=group_moments(self.entropy_sums).mean,
+            imitation_priorities_fresh=imitation_priorities_fresh,
+            imitation_priorities=self.imitation_priorities,
         )  # fmt: skip
 
 
@@ -353,21 +423,40 @@ class Learner:
         is the next chunk's first)."""
         self.model.observe_frames(batch.frames[STACK - 1 : -1])  # [T, N, H, W]
 
-    def step(self, batch: Batch, epochs: int | None = None) -> UpdateStats:
-        """One update: `epochs` passes (default: the hyperparameters') of `minibatches` steps."""
+    def step(
+        self, batch: Batch, epochs: int | None = None, replayed: Batch | None = None
+    ) -> UpdateStats:
+        """One update: `epochs` passes (default: the hyperparameters') of `minibatches` steps;
+        with `replayed` sequences, each step also takes the self-imitation loss on its share
+        of them."""
         passes = self.hyper.epochs if epochs is None else epochs
         if passes < 1:
             raise ValueError(f"epochs must be >= 1, got {passes}")
         self.model.train()
-        tally = Tally(batch.num_sequences, batch.actions.device)
+        n = 0 if replayed is None else replayed.num_sequences
+        tally = Tally(batch.num_sequences, batch.actions.device, n)
         # ---- bootstrap and V-trace, once: the targets of the network before the update ------
         targets = batch_targets(self.model, batch, self.hyper, self.popart)
+        sigma = self.popart.stats.sigma(self.popart.min_sigma)
+        fresh_gaps = (targets.returns - targets.values).clamp(min=0) / sigma  # [T, N]
+        imitation = None
+        if replayed is not None:  # their returns, once, as the fresh sequences' targets
+            returns = batch_targets(self.model, replayed, self.hyper, self.popart).returns
+            scale = targets.advantages.std(unbiased=False).clamp(min=1e-8)  # [] reward units
+            imitation = Imitation(replayed, returns, scale)
         for epoch in range(passes):
-            for index in self._minibatches(batch):
+            minibatches = self._minibatches(batch)
+            parts = torch.arange(n, device=batch.actions.device).tensor_split(len(minibatches))
+            for index, part in zip(minibatches, parts, strict=True):
                 sub = batch if index is None else select(batch, index)
+                sil_part = None
+                if imitation is not None and part.numel() > 0:
+                    sil_part = Imitation(
+                        select(imitation.batch, part), imitation.returns[:, part], imitation.scale
+                    )
                 # ---- the three losses, backward, clip, step ---------------------------------
                 losses = loss_and_stats(
-                    self.model, sub, self.hyper, self.popart, targets.select(index)
+                    self.model, sub, self.hyper, self.popart, targets.select(index), sil_part
                 )
                 self.optimizer.zero_grad(set_to_none=True)
                 losses.total.backward()
@@ -376,10 +465,10 @@ class Learner:
                 )
                 self.optimizer.step()
                 # ---- plumbing: what the update reports ------------------------------------
-                tally.add(losses, grad_norm, sub.level, index, first_pass=epoch == 0)
+                tally.add(losses, grad_norm, sub.level, index, epoch == 0, part)
         self.updates += 1
         self.sgd_steps += tally.steps
-        return tally.stats(passes)
+        return tally.stats(passes, fresh_gaps.mean(dim=0))
 
     def _minibatches(self, batch: Batch) -> list[torch.Tensor | None]:
         """One pass's minibatches: sequence indices, or [None] for the whole batch."""
