@@ -118,6 +118,8 @@ class Actor:
 
     def _on_weights(self, weights: wire.Weights) -> None:
         load_weights(self.model, weights)
+        for env in self.envs:  # the learner's level sampling: each env's next draws
+            env.schedule.set_weights(weights.level_weights)
         self.metrics.policy_version.set(weights.policy_version)
 
     def _on_event(self, event: str) -> None:

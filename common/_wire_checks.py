@@ -104,6 +104,14 @@ def check_spec(where: str, value: object) -> None:
             )
 
 
+def check_level_weights(where: str, value: object) -> None:
+    """A map of level names to finite, non-negative floats (the actors' level draw weights)."""
+    check_spec(where, value)
+    for key, item in value.items():  # type: ignore[attr-defined]
+        if type(item) is not float or not item >= 0:
+            raise ProtocolError(f"{where}[{key!r:.60}] must be a float >= 0, got {item!r:.60}")
+
+
 def exact_keys(where: str, mapping: dict, expected: frozenset[str]) -> None:
     missing = sorted(expected - mapping.keys())
     extra = sorted(repr(k)[:60] for k in mapping.keys() - expected)

@@ -170,6 +170,8 @@ class LearnerMetrics(_Metrics):
         _M("level_flag_rate_best", Gauge, "mario_level_flag_rate_best", "Best flag rate of a full window of the level's newest training episodes so far in the run.", ("level",), row="flag_rate_best", tag="level/{level}/flag_rate_best"),
         _M("level_flag_rate_fall", Gauge, "mario_level_flag_rate_fall", "How far the level's newest training episodes' flag rate lies below its best (mario_level_flag_rate_best); a collapse shows here.", ("level",), row="flag_rate_fall", tag="level/{level}/flag_rate_fall"),
         _M("level_advantage_std", Gauge, "mario_level_advantage_std", "Std of the level's advantages in the last update, before their normalisation (scaled reward units).", ("level",), row="advantage_std", tag="level/{level}/advantage_std"),
+        _M("level_value_error", Gauge, "mario_level_value_error", "Mean |v_s - V(x_s)| on the level's steps in the last update (reward units): what the value has yet to learn there, level sampling's score.", ("level",), row="value_error", tag="level/{level}/value_error"),
+        _M("level_draw_weight", Gauge, "mario_level_draw_weight", "The chance that an actor's next episode plays the level (1/L while levels are drawn alike).", ("level",), row="draw_weight", tag="level/{level}/draw_weight"),
         _M("level_entropy", Gauge, "mario_level_policy_entropy", "The policy's mean entropy on the level's steps in the last update (nats; ln of the actions at uniform).", ("level",), row="entropy", tag="level/{level}/entropy"),
         # the mean over the set, each level with a figure alike (0 before the first)
         _M("levels_progress", Gauge, "mario_levels_mean_progress", "Mean over the run's levels of their newest training episodes' progress.", tag="levels/mean_progress"),

@@ -28,6 +28,7 @@ from learner import tensorboard
 from learner.batch_size import BatchSize
 
 Precision = Literal["fp32", "bf16"]
+LevelSampling = Literal["uniform", "value-error"]
 # A run of one level starts this share of its episodes near the frontier; a set none, as on World 1
 # they bought no progress (docs/WHY-DEFAULTS.md).
 ONE_LEVEL_FRONTIER_STARTS = 0.25
@@ -95,6 +96,9 @@ class LearnerConfig:
     normalize_advantages: bool = _f(True, "advantages to zero mean, unit std per minibatch")
     replay_capacity: Count = _f(2048, "prioritized replay size in sequences (0 = off)")
     replay_fraction: Share = _f(0.0, "share of each batch from replay")
+    level_sampling: LevelSampling = _f(
+        "uniform", "how actors draw a set's levels: uniform | value-error (where the value errs)"
+    )
     self_imitation: NonNegative = _f(
         0.0, "replayed sequences per fresh one in each update's self-imitation loss (0 = off)"
     )

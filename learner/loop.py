@@ -24,6 +24,7 @@ from learner.batching import collate
 from learner.checkpoint import Totals
 from learner.config import LearnerConfig
 from learner.ingest import HostChunk, Ingest, IngestSettings
+from learner.level_sampling import LevelScores
 from learner.levels import LevelStats
 from learner.mixing import MAX_SAMPLE_INSERT_RATIO, ReplayMixer, SelfImitationReplay
 from learner.publisher import Publisher
@@ -97,6 +98,8 @@ class TrainLoop:
             metrics.replay_capacity.set(cfg.replay_capacity)
         checkpoint.remove_stale_temps(self.run_dir)
         self.levels = LevelStats(cfg.levels)  # its bests go on from the checkpoint's
+        # the actors' level draws: by the value's error per level, or alike ({} weights)
+        self.level_scores = LevelScores(cfg.levels) if cfg.level_sampling == "value-error" else None
         self.totals = checkpoint.resume(self.run_dir, self.learner, self.device, self.levels,
                                         config_io.to_dict(cfg))  # fmt: skip
         self._load_replay()
@@ -153,6 +156,7 @@ class TrainLoop:
             cfg.status_interval_s, self.levels,
             ScalarLog(self.run_dir.tensorboard) if cfg.tensorboard else None,
         )  # fmt: skip
+        self.telemetry.level_weights = self._level_weights
 
     def save_checkpoint(self) -> Path:
         config = config_io.to_dict(self.cfg)
@@ -201,7 +205,7 @@ class TrainLoop:
         cfg = self.cfg
         self.telemetry.started(self.totals)  # before any registration is answered
         self.ingest.start()
-        self.publisher.offer(self.learner.updates, self.model)
+        self.publisher.offer(self.learner.updates, self.model, self._level_weights())
         last_publish = last_checkpoint = time.monotonic()
         log.info("listening on %s:%d (weights on %d), device %s",
                  cfg.host, cfg.port, cfg.port + 1, self.device)  # fmt: skip
@@ -255,13 +259,21 @@ class TrainLoop:
                     compute_s=compute_s,
                 )  # fmt: skip
             now = time.monotonic()
+            if self.level_scores is not None:
+                n = len(self.level_scores.levels)
+                self.level_scores.observe(
+                    stats.level_steps[:n].tolist(), stats.level_value_error[:n].tolist()
+                )
             if now - last_publish >= PUBLISH_INTERVAL_S:
-                self.publisher.offer(self.learner.updates, self.model)
+                self.publisher.offer(self.learner.updates, self.model, self._level_weights())
                 last_publish = now
             if now - last_checkpoint >= cfg.checkpoint_interval_s:
                 self.save_checkpoint()
                 last_checkpoint = now
         return 0
+
+    def _level_weights(self) -> dict[str, float]:
+        return self.level_scores.weights() if self.level_scores is not None else {}
 
     def trained(self) -> bool:
         """Whether the run has reached its planned length (--train-frames; never when 0)."""

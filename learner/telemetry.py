@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ class Telemetry:
         self.status_interval_s = status_interval_s  # 0: no status line
         self.levels = levels
         self.tensorboard = tensorboard  # --tensorboard: each metrics.jsonl row as scalars too
+        self.level_weights: Callable[[], dict[str, float]] = dict  # the actors' draws ({}: alike)
         self.rate = RateWindow(30.0)  # fresh agent steps
         self.replay_rate = RateWindow(30.0)  # replayed agent steps
         self._skipped_reported = 0
@@ -190,8 +191,10 @@ class Telemetry:
             return {}
         summary = self.levels.summary()
         steps, adv_std = stats.level_steps.tolist(), stats.level_advantage_std.tolist()
-        entropy = stats.level_entropy.tolist()
+        entropy, value_error = stats.level_entropy.tolist(), stats.level_value_error.tolist()
+        draws = self.level_weights()
         names = [f"level_{k}" for k in ("progress", "flag_rate", "advantage_std", "entropy")]
+        names += ["level_value_error", "level_draw_weight"]
         names += [f"level_{k}_{w}" for k in ("progress", "flag_rate") for w in ("best", "fall")]
         out: dict[str, dict[str, float | None]] = {name: {} for name in names}
         for i, (level, s) in enumerate(summary.items()):  # i: the learner's set order
@@ -203,6 +206,8 @@ class Telemetry:
             out["level_flag_rate_fall"][level] = s.flag_rate_fall
             out["level_advantage_std"][level] = adv_std[i] if steps[i] >= 2 else None
             out["level_entropy"][level] = entropy[i] if steps[i] >= 1 else None
+            out["level_value_error"][level] = value_error[i] if steps[i] >= 1 else None
+            out["level_draw_weight"][level] = draws.get(level, 1.0 / len(summary))
         return out | {
             "levels_progress": _mean_of(out["level_progress"].values()),
             "levels_flag_rate": _mean_of(out["level_flag_rate"].values()),

@@ -77,6 +77,7 @@ class UpdateStats(NamedTuple):
     level_steps: torch.Tensor  # [MAX_GROUPS] steps of each level index in the batch
     level_advantage_std: torch.Tensor  # [MAX_GROUPS] std of its raw advantages, first pass
     level_entropy: torch.Tensor  # [MAX_GROUPS] the policy's mean entropy on its steps, first pass
+    level_value_error: torch.Tensor  # [MAX_GROUPS] mean |v_s - V(x_s)| on its steps, first pass
     # self-imitation: the mean (R - V)+ of each sequence, PopArt-normalised: the fresh ones' under
     # the network before the update, the replayed ones' from the first pass ([0] without any)
     imitation_priorities_fresh: torch.Tensor  # [N]
@@ -238,6 +239,7 @@ class Losses(NamedTuple):
     priorities: torch.Tensor  # [N]
     advantages: torch.Tensor  # [T, N] the surrogate's advantages before normalisation, detached
     entropies: torch.Tensor  # [T, N] the policy's entropy at each step, detached
+    value_errors: torch.Tensor  # [T, N] |v_s - V(x_s)|, reward units, detached
     imitation: self_imitation.SelfImitationLoss | None  # on the replayed sequences, if any
 
 
@@ -304,10 +306,11 @@ def loss_and_stats(
 
     # ---- plumbing: replay's priorities ---------------------------------------------------------
     # a sequence's mean |v_s - V(x_s)|: what the value has not learned yet (PER's |TD error|)
-    priorities = (targets.vs - out.values).abs().mean(dim=0)  # [N]
+    value_errors = (targets.vs - out.values).abs()  # [T, N]
+    priorities = value_errors.mean(dim=0)  # [N]
     return Losses(
         total, pg_loss.detach(), baseline_loss.detach(), entropy.detach(), clip_fraction,
-        priorities, advantages, entropies.detach(), sil,
+        priorities, advantages, entropies.detach(), value_errors, sil,
     )  # fmt: skip
 
 
@@ -331,6 +334,7 @@ class Tally:
         self.priorities = torch.zeros(num_sequences, device=device)  # [N]
         self.advantage_sums: torch.Tensor | None = None  # per level index (group_sums)
         self.entropy_sums: torch.Tensor | None = None
+        self.value_error_sums: torch.Tensor | None = None
 
     def add(
         self,
@@ -364,6 +368,7 @@ class Tally:
             self.priorities[index] = losses.priorities
         self.advantage_sums = group_sums(losses.advantages, level, self.advantage_sums)
         self.entropy_sums = group_sums(losses.entropies, level, self.entropy_sums)
+        self.value_error_sums = group_sums(losses.value_errors, level, self.value_error_sums)
 
     def stats(self, passes: int, imitation_priorities_fresh: torch.Tensor) -> UpdateStats:
         means = dict(zip(MEANS, (self.sums / self.steps).unbind(), strict=True))
@@ -374,6 +379,7 @@ class Tally:
             **means, grad_norm=self.grad_norm, priorities=self.priorities, sgd_steps=self.steps,
             epochs=passes, level_steps=advantages.count, level_advantage_std=advantages.std,
             level_entropy=group_moments(self.entropy_sums).mean,
+            level_value_error=group_moments(self.value_error_sums).mean,
             imitation_priorities_fresh=imitation_priorities_fresh,
             imitation_priorities=self.imitation_priorities,
         )  # fmt: skip

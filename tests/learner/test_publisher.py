@@ -49,3 +49,22 @@ def test_the_newest_snapshot_is_sent_and_the_older_waiting_ones_dropped():
     assert sent[1].model_spec == model.spec.to_wire()
     assert not publisher.thread.is_alive()
     assert len(costs) == 2 and all(c > 0 for c in costs)  # each message's preparation, timed
+
+
+def test_the_level_draw_weights_travel_with_the_version_they_were_offered_with():
+    sent: list[wire.Weights] = []
+    got = threading.Event()
+
+    def send(frames) -> None:
+        sent.append(wire.decode(frames))
+        got.set()
+
+    model = ActorCritic(ModelSpec())
+    publisher = Publisher(send, model.spec.to_wire())
+    try:
+        publisher.offer(7, model, {"1-1": 0.125, "1-2": 0.875})
+        assert got.wait(30)
+    finally:
+        publisher.stop()
+    assert sent[0].policy_version == 7
+    assert sent[0].level_weights == {"1-1": 0.125, "1-2": 0.875}
