@@ -38,6 +38,7 @@ class ModelSpec:
     frame_size: int = 84
     core: Core = "none"  # recurrent core between trunk and heads
     core_size: int = 256  # its units
+    value_heads: int = 1  # value outputs: 1, or one per level of the set (per-level PopArt)
 
     @property
     def state_size(self) -> int:
@@ -70,6 +71,8 @@ class ModelSpec:
             out.append(f"core must be one of {list(CORES)}, got {self.core!r}")
         if self.core_size < 1:
             out.append(f"core_size must be >= 1, got {self.core_size}")
+        if self.value_heads < 1:
+            out.append(f"value_heads must be >= 1, got {self.value_heads}")
         return out
 
     def to_wire(self) -> dict[str, str | int | float | bool]:
@@ -197,7 +200,7 @@ class ActorCritic(nn.Module):
             self.core = cell(self.trunk.out_features, spec.core_size)
             width = spec.core_size
         self.policy = nn.Linear(width, spec.num_actions)
-        self.value = nn.Linear(width, 1)
+        self.value = nn.Linear(width, spec.value_heads)  # [.., V]: one value per level, or one
         # input normalisation's moments, in [0, 1] pixel units: mean 0, variance 1 until data
         size = (1, 1, spec.frame_size, spec.frame_size)
         self.register_buffer("input_mean", torch.zeros(size))
@@ -227,15 +230,17 @@ class ActorCritic(nn.Module):
         frames: torch.Tensor,
         last_action: torch.Tensor | None = None,
         state: torch.Tensor | None = None,
+        level: torch.Tensor | None = None,
     ) -> PolicyOutput:
         """One step: frames [B, S, H, W] uint8 (or float in [0, 1]); last_action [B] int64 in
         [0, A] (A or None: none); state [B, C] before this step (None: zeros, an episode's first
-        step). Resetting the state where an episode starts is the caller's."""
+        step); level [B] int64, the value head of each (None: the first). Resetting the state
+        where an episode starts is the caller's."""
         x = self.features(frames, last_action)  # [B, F]
         if state is None:
             state = self.initial_state(x.shape[0], x.device)
         h, state = self.core_step(x, state)  # [B, F'], [B, C]
-        return PolicyOutput(self.policy(h), self.value(h).squeeze(-1), state)
+        return PolicyOutput(self.policy(h), value_at(self.value(h), level), state)
 
     def initial_state(self, batch: int, device: torch.device | str | None = None) -> torch.Tensor:
         """The core's state at an episode's first step: zeros [B, C]."""
@@ -281,6 +286,14 @@ class ActorCritic(nn.Module):
                 (x.shape[0],), self.spec.num_actions, dtype=torch.long, device=x.device
             )
         return self.trunk(x, self.last_action(last_action))  # [B, F]
+
+
+def value_at(values: torch.Tensor, level: torch.Tensor | None) -> torch.Tensor:
+    """The value head's outputs [B, V] at each row's level [B] (the first output where level is
+    None, or V = 1: one value for the whole set) -> [B]."""
+    if level is None or values.shape[-1] == 1:
+        return values[:, 0]
+    return values.gather(1, level.long()[:, None]).squeeze(1)
 
 
 class DeviceUnavailable(RuntimeError):

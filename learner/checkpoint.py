@@ -131,7 +131,12 @@ def _spec_difference(saved: ModelSpec, asked: ModelSpec) -> str:
     out = []
     for name, have in saved.to_wire().items():
         want, flag = getattr(asked, name), name.replace("_", "-")
-        fix = "the checkpoint's --action-set" if name == "num_actions" else f"--{flag} {have}"
+        if name == "num_actions":
+            fix = "the checkpoint's --action-set"
+        elif name == "value_heads":
+            fix = "--popart-per-level" if have > 1 else "--no-popart-per-level"
+        else:
+            fix = f"--{flag} {have}"
         if have != want:
             out.append(f"{name} is {have!r} there, {want!r} here ({fix})")
     return "; ".join(out)

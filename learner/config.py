@@ -71,6 +71,9 @@ class LearnerConfig:
     arch: Arch = _f("small", "network, sent to the actors at registration")
     core: Core = _f("none", "recurrent core between trunk and heads: none | lstm | gru")
     core_size: PositiveInt = _f(256, "units of the recurrent core")
+    popart_per_level: bool = _f(
+        False, "a value head and PopArt normalisation per level of a set (multi-task PopArt)"
+    )
     precision: Precision = _f("fp32", "the network's training precision: fp32 | bf16 (autocast)")
     unroll_length: PositiveInt = _f(32, "agent steps per chunk (T), sent to the actors")
     min_batch_chunks: PositiveInt = _f(4, "an update waits for this many chunks, takes all queued")
@@ -136,9 +139,13 @@ class LearnerConfig:
         return replace(self, frontier_starts=self.env_spec().frontier_starts)
 
     def model_spec(self) -> ModelSpec:
+        try:
+            heads = len(self.levels) if self.popart_per_level else 1
+        except LevelSetError:
+            heads = 1  # no set: problems() says what is wrong with it
         return ModelSpec(
             arch=self.arch, num_actions=self.num_actions, frame_size=self.frame_size,
-            core=self.core, core_size=self.core_size,
+            core=self.core, core_size=self.core_size, value_heads=heads,
         )  # fmt: skip
 
     def batch_size(self) -> BatchSize:

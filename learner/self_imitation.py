@@ -73,7 +73,8 @@ def self_imitation_loss(
         log_pi: [T, N] log pi(a_t|x_t) of the actions taken, with gradient.
         value: [T, N] the value head's output n(x_t), PopArt-normalised, with gradient.
         returns: [T, N] R_t, normalised as `value` is.
-        scale: [] or float > 0: the unit of (R - V)+ in the policy term, normalised.
+        scale: [] or [T, N] (or a float), > 0: the unit of (R - V)+ in the policy term,
+            normalised.
         weights: [N] prioritised replay's importance weights.
     """
     if not (log_pi.shape == value.shape == returns.shape and log_pi.shape[1:] == weights.shape):

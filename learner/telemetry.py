@@ -24,8 +24,9 @@ from learner.checkpoint import Totals
 from learner.ingest import HostChunk, Ingest
 from learner.levels import LevelStats
 from learner.mixing import ReplayMixer
+from learner.tally import UpdateStats
 from learner.tensorboard import ScalarLog
-from learner.update import Learner, UpdateStats
+from learner.update import Learner
 
 RECORD_EVERY_S = 2.0
 

@@ -27,14 +27,22 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from common.model import ActorCritic
+from common.model import ActorCritic, value_at
 from common.stacking import STACK, stack_frames
 from learner import self_imitation, vtrace
 from learner.batching import Batch, select
 from learner.config import LearnerConfig
-from learner.inputs import final_previous_actions, final_stacks, heads_input, previous_actions
-from learner.losses import clipped_surrogate, group_moments, group_sums, normalize_advantages
+from learner.inputs import (
+    final_levels,
+    final_previous_actions,
+    final_stacks,
+    heads_input,
+    previous_actions,
+    stack_levels,
+)
+from learner.losses import clipped_surrogate, normalize_advantages
 from learner.popart import PopArt
+from learner.tally import Losses, Tally, UpdateStats
 
 
 class Hyper(NamedTuple):
@@ -59,31 +67,6 @@ class Hyper(NamedTuple):
     def from_config(cls, cfg: LearnerConfig) -> Hyper:
         """The fields of `cfg` that the update reads, by name."""
         return cls(**{name: getattr(cfg, name) for name in cls._fields})
-
-
-class UpdateStats(NamedTuple):
-    """Detached 0-dim tensors (read with .item() off the hot path) and per-sequence priorities;
-    losses, entropy and clip fraction are means over the update's optimizer steps."""
-
-    total_loss: torch.Tensor
-    pg_loss: torch.Tensor
-    baseline_loss: torch.Tensor
-    entropy: torch.Tensor
-    grad_norm: torch.Tensor  # the last step's, before clipping
-    priorities: torch.Tensor  # [N] mean |v_s - V(x_s)| per sequence, from the first pass
-    clip_fraction: torch.Tensor  # share of steps whose surrogate took the clipped branch
-    sgd_steps: int  # optimizer steps taken (epochs x minibatches)
-    epochs: int  # passes made over the batch
-    level_steps: torch.Tensor  # [MAX_GROUPS] steps of each level index in the batch
-    level_advantage_std: torch.Tensor  # [MAX_GROUPS] std of its raw advantages, first pass
-    level_entropy: torch.Tensor  # [MAX_GROUPS] the policy's mean entropy on its steps, first pass
-    level_value_error: torch.Tensor  # [MAX_GROUPS] mean |v_s - V(x_s)| on its steps, first pass
-    # self-imitation: the mean (R - V)+ of each sequence, PopArt-normalised: the fresh ones' under
-    # the network before the update, the replayed ones' from the first pass ([0] without any)
-    imitation_priorities_fresh: torch.Tensor  # [N]
-    imitation_priorities: torch.Tensor  # [n]
-    sil_loss: torch.Tensor  # [] L_sil, the mean over the steps that had replayed sequences
-    sil_positive: torch.Tensor  # [] share of their steps whose return beat the value
 
 
 def shape_rewards(rewards: torch.Tensor, hyper: Hyper) -> torch.Tensor:
@@ -114,15 +97,18 @@ def network_outputs(
     stacks = stack_frames(batch.frames, batch.first)[:S]  # [S, N, 4, H, W]
     prev = previous_actions(batch, model.spec.num_actions)[:S]  # [S, N]
     obs, last = stacks.flatten(0, 1), prev.flatten()  # [S*N, 4, H, W], [S*N]
+    level = stack_levels(batch, S).flatten()  # [S*N] each stack's level: its value head
     if bootstrap:  # then the final stacks: [S*N + N, ...]
         obs = torch.cat([obs, final_stacks(batch)], dim=0)
         last = torch.cat([last, final_previous_actions(batch)])
+        level = torch.cat([level, final_levels(batch)])
     bf16 = hyper.precision == "bf16"
     with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
         h = heads_input(model, batch, model.features(obs, last), S)  # [S*N (+ N), F']
         logits = model.policy(h[: S * N]).view(S, N, -1).float()  # [S, N, A]
         with torch.no_grad():  # the head predicts sigma-normalised values; V(x) in reward units
-            raw = popart.denormalize(model.value(h).squeeze(-1).float())  # [S*N (+ N)]
+            normalized = value_at(model.value(h).float(), level)  # [S*N (+ N)]
+            raw = popart.denormalize(normalized, level)
     h = h.float()
     values = raw[: S * N].view(S, N)  # [S, N]
     final_values = raw[S * N :] if bootstrap else None  # [N]
@@ -230,19 +216,6 @@ class Imitation(NamedTuple):
     scale: torch.Tensor  # [] the update's advantage std, reward units: (R - V)+'s unit
 
 
-class Losses(NamedTuple):
-    total: torch.Tensor  # [] with gradient
-    pg: torch.Tensor  # [] detached from here on
-    baseline: torch.Tensor
-    entropy: torch.Tensor
-    clip_fraction: torch.Tensor
-    priorities: torch.Tensor  # [N]
-    advantages: torch.Tensor  # [T, N] the surrogate's advantages before normalisation, detached
-    entropies: torch.Tensor  # [T, N] the policy's entropy at each step, detached
-    value_errors: torch.Tensor  # [T, N] |v_s - V(x_s)|, reward units, detached
-    imitation: self_imitation.SelfImitationLoss | None  # on the replayed sequences, if any
-
-
 def loss_and_stats(
     model: ActorCritic,
     batch: Batch,
@@ -280,9 +253,10 @@ def loss_and_stats(
         pg_loss = -(log_pi * adv * w).mean()
 
     # ---- value: regress the head on PopArt-normalised targets v_s -----------------------------
-    popart.update(targets.vs)  # new statistics; the head rescaled so that V(x) is unchanged
-    predicted = model.value(out.features).squeeze(-1).view(T, N)  # [T, N] normalised
-    baseline_loss = 0.5 * ((popart.normalize(targets.vs) - predicted) ** 2 * w).mean()
+    level = batch.level  # [T, N] each step's level: its value head and normalisation
+    popart.update(targets.vs, level)  # new statistics; the head rescaled: V(x) is unchanged
+    predicted = value_at(model.value(out.features), level.flatten()).view(T, N)  # normalised
+    baseline_loss = 0.5 * ((popart.normalize(targets.vs, level) - predicted) ** 2 * w).mean()
 
     # ---- entropy bonus --------------------------------------------------------------------------
     log_probs = F.log_softmax(out.logits, dim=-1)  # [T, N, A]
@@ -294,12 +268,13 @@ def loss_and_stats(
     sil = None
     if imitation is not None and sil_out is not None:
         n = imitation.batch.num_sequences
-        sil_value = model.value(sil_out.features).squeeze(-1).view(T, n)  # [T, n] normalised
+        sil_level = imitation.batch.level  # [T, n]
+        sil_value = value_at(model.value(sil_out.features), sil_level.flatten()).view(T, n)
         sil = self_imitation.self_imitation_loss(
             log_pi=vtrace.action_log_probs(sil_out.logits, imitation.batch.actions),  # [T, n]
-            value=sil_value,
-            returns=popart.normalize(imitation.returns),  # [T, n]
-            scale=imitation.scale / popart.stats.sigma(popart.min_sigma),
+            value=sil_value,  # [T, n] normalised
+            returns=popart.normalize(imitation.returns, sil_level),  # [T, n]
+            scale=imitation.scale / popart.sigma(sil_level),  # [T, n]
             weights=imitation.batch.weights,
         )
         total = total + sil.total
@@ -312,77 +287,6 @@ def loss_and_stats(
         total, pg_loss.detach(), baseline_loss.detach(), entropy.detach(), clip_fraction,
         priorities, advantages, entropies.detach(), value_errors, sil,
     )  # fmt: skip
-
-
-# The losses an update reports as means over its optimizer steps, as UpdateStats names them
-MEANS = ("total_loss", "pg_loss", "baseline_loss", "entropy", "clip_fraction")
-SIL_MEANS = ("sil_loss", "sil_positive")  # means over the steps with replayed sequences
-
-
-class Tally:
-    """What an update reports, summed over its optimizer steps (`add`) into its UpdateStats
-    (`stats`): the losses' means, the last step's gradient norm and, from the first pass (the
-    network as it was before the update), the priorities and each level's figures."""
-
-    def __init__(self, num_sequences: int, device: torch.device, replayed: int = 0):
-        self.sums = torch.zeros(len(MEANS), device=device)  # [5] in MEANS' order
-        self.steps = 0
-        self.sil_sums = torch.zeros(len(SIL_MEANS), device=device)  # [2] in SIL_MEANS' order
-        self.sil_steps = 0
-        self.imitation_priorities = torch.zeros(replayed, device=device)  # [n]
-        self.grad_norm = torch.zeros((), device=device)
-        self.priorities = torch.zeros(num_sequences, device=device)  # [N]
-        self.advantage_sums: torch.Tensor | None = None  # per level index (group_sums)
-        self.entropy_sums: torch.Tensor | None = None
-        self.value_error_sums: torch.Tensor | None = None
-
-    def add(
-        self,
-        losses: Losses,
-        grad_norm: torch.Tensor,
-        level: torch.Tensor,
-        index: torch.Tensor | None,
-        first_pass: bool,
-        replayed_index: torch.Tensor | None = None,
-    ) -> None:
-        """One optimizer step's `losses` on the sequences `index` (None: all), whose steps' level
-        indices are `level` [T, n], and its gradient norm before clipping; `replayed_index`, the
-        replayed sequences of its self-imitation loss."""
-        step = {"total_loss": losses.total.detach(), "pg_loss": losses.pg}
-        step |= {"baseline_loss": losses.baseline, "entropy": losses.entropy}
-        step |= {"clip_fraction": losses.clip_fraction}
-        self.sums += torch.stack([step[name] for name in MEANS])
-        self.steps += 1
-        self.grad_norm = grad_norm.detach()
-        sil = losses.imitation
-        if sil is not None:
-            self.sil_sums += torch.stack([sil.total.detach(), sil.positive])
-            self.sil_steps += 1
-            if first_pass and replayed_index is not None:
-                self.imitation_priorities[replayed_index] = sil.priorities
-        if not first_pass:
-            return
-        if index is None:
-            self.priorities = losses.priorities
-        else:
-            self.priorities[index] = losses.priorities
-        self.advantage_sums = group_sums(losses.advantages, level, self.advantage_sums)
-        self.entropy_sums = group_sums(losses.entropies, level, self.entropy_sums)
-        self.value_error_sums = group_sums(losses.value_errors, level, self.value_error_sums)
-
-    def stats(self, passes: int, imitation_priorities_fresh: torch.Tensor) -> UpdateStats:
-        means = dict(zip(MEANS, (self.sums / self.steps).unbind(), strict=True))
-        sil = self.sil_sums / max(1, self.sil_steps)
-        means |= dict(zip(SIL_MEANS, sil.unbind(), strict=True))
-        advantages = group_moments(self.advantage_sums)
-        return UpdateStats(
-            **means, grad_norm=self.grad_norm, priorities=self.priorities, sgd_steps=self.steps,
-            epochs=passes, level_steps=advantages.count, level_advantage_std=advantages.std,
-            level_entropy=group_moments(self.entropy_sums).mean,
-            level_value_error=group_moments(self.value_error_sums).mean,
-            imitation_priorities_fresh=imitation_priorities_fresh,
-            imitation_priorities=self.imitation_priorities,
-        )  # fmt: skip
 
 
 def minibatch_indices(
@@ -443,7 +347,7 @@ class Learner:
         tally = Tally(batch.num_sequences, batch.actions.device, n)
         # ---- bootstrap and V-trace, once: the targets of the network before the update ------
         targets = batch_targets(self.model, batch, self.hyper, self.popart)
-        sigma = self.popart.stats.sigma(self.popart.min_sigma)
+        sigma = self.popart.sigma(batch.level)  # [T, N] each step's level's
         fresh_gaps = (targets.returns - targets.values).clamp(min=0) / sigma  # [T, N]
         imitation = None
         if replayed is not None:  # their returns, once, as the fresh sequences' targets

@@ -300,7 +300,8 @@ def test_the_train_loops_record_fills_every_output_from_one_set_of_gauges(
     assert row["mean_max_x"] == 500 and row["flag_rate"] == 0.5 and row["mean_return"] == 70
     assert row["total_loss"] == pytest.approx(float(stats.total_loss))
     assert row["replay_size"] == 4 and row["sgd_steps"] == stats.sgd_steps
-    assert row["levels"]["1-2"] == dict.fromkeys(level_keys())  # every figure None
+    # no episode of 1-2 yet: every figure None but its draw weight, which the schedule knows
+    assert row["levels"]["1-2"] == dict.fromkeys(level_keys()) | {"draw_weight": 0.5}
     assert row["levels"]["1-1"]["progress_best"] == 0.5  # FakeLevels: best 0.5, fall 0.1
     assert row["levels"]["1-1"]["progress_fall"] == 0.1
     assert row["levels"]["1-1"]["progress"] == 0.4
@@ -312,7 +313,7 @@ def test_the_train_loops_record_fills_every_output_from_one_set_of_gauges(
     assert printed.startswith(f"{steps_per_s} steps/s | updates       1 | policy v1 | actors 0 |")
     if tb is not None:  # every tag but those of 1-2's missing figures, at the row's values
         acc = _events(run.tensorboard)
-        missing = {f"level/1-2/{k}" for k in level_keys()}
+        missing = {f"level/1-2/{k}" for k in level_keys() - {"draw_weight"}}
         assert set(acc.Tags()["scalars"]) == all_tags(metrics) - missing
         (entropy,) = acc.Scalars("policy/entropy")
         assert entropy.step == 1064 and entropy.value == pytest.approx(row["entropy"])
