@@ -49,13 +49,13 @@
 ## TARGETS: the Prometheus file_sd list of this host's actors that make train, actors and up write
 ## KEYS: the CURVE keys directory make keys writes (empty: CURVE off, and make keys writes runs/keys); a non-loopback HOST needs it
 ##@ Evaluate and report (docs/EVALUATION.md)
-## eval: RUN's latest checkpoint, or CKPT, on every level of LEVELS, EPISODES per policy and level
+## eval: RUN's kept best policy (RUN/eval/best-policy.pt, else its latest checkpoint), or CKPT, on every level of LEVELS, EPISODES per policy and level
 ## report: RUN's report: its learning curves and evaluations
-## CKPT: a checkpoint file for make eval instead of RUN's latest
+## CKPT: a checkpoint file for make eval to play instead of RUN's kept best policy or latest checkpoint
 ## EPISODES: make eval's episodes per policy and level
 ## POLICY: make eval's policies: both (greedy, then sampled), greedy or sampled
 ## GREEDY: 1: greedy, 0: sampled; the former spelling of POLICY, which it overrides
-## PERTURB: 1: make eval plays each level plain and perturbed (sticky actions 0.25, no-op starts 0..30) side by side
+## PERTURB: 1: make eval plays each level perturbed (sticky actions 0.25, no-op starts 0..30), the headline, then plain, side by side; 0: plain only
 ## JOBS: make eval plays JOBS levels at a time, in JOBS processes
 ## EVAL_ARGS: more make eval flags (python -m scripts.evaluate --help)
 ## COMPARE: run directories whose learning curves make report draws beside RUN's
