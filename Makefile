@@ -29,7 +29,7 @@
 ## actors: this host's N actors alone; the learner elsewhere is LEARNER=host:PORT
 ## commands: the command line of every process make up (or make train) would start here
 ## RUN: run directory: config, checkpoints, logs, metrics.jsonl, eval/ (make eval and make report read it)
-## LEVELS: the run's levels: 1-1 | 1-1,1-2 | world:1 | all (the learner's --level; the actors are told them)
+## LEVELS: the run's levels: 1-1 | 1-1,1-2 | world:1 | all (the learner's --level; the actors are told them); make eval's, when set (unset: the run's own, from RUN/config.json)
 ## LEVEL: one level; the former spelling of LEVELS, which wins when both are set
 ## FRAMES: the run's length in env frames (the learner's --train-frames; 0: until stopped)
 ## N: actors on this host (0: one per core but one, at least 1)
@@ -49,7 +49,7 @@
 ## TARGETS: the Prometheus file_sd list of this host's actors that make train, actors and up write
 ## KEYS: the CURVE keys directory make keys writes (empty: CURVE off, and make keys writes runs/keys); a non-loopback HOST needs it
 ##@ Evaluate and report (docs/EVALUATION.md)
-## eval: RUN's kept best policy (RUN/eval/best-policy.pt, else its latest checkpoint), or CKPT, on every level of LEVELS, EPISODES per policy and level
+## eval: RUN's kept best policy (RUN/eval/best-policy.pt, else its latest checkpoint), or CKPT, on every level of the run (or of LEVELS), EPISODES per policy and level
 ## report: RUN's report: its learning curves and evaluations
 ## CKPT: a checkpoint file for make eval to play instead of RUN's kept best policy or latest checkpoint
 ## EPISODES: make eval's episodes per policy and level
@@ -225,7 +225,9 @@ commands: install
 
 # ---- evaluation and reports (docs/EVALUATION.md) ----------------------------------------------
 # RUN's kept best policy (RUN/eval/best-policy.pt, the eval actor's; else its latest checkpoint),
-# or CKPT=file, on every level of LEVELS; EPISODES per policy and level; POLICY=both (greedy, then
+# or CKPT=file, on every level of the run (its config.json: RUN's, or that of the run whose
+# checkpoints/ or eval/ holds CKPT) or, when LEVELS (or LEVEL) is set, of LEVELS; EPISODES per
+# policy and level; POLICY=both (greedy, then
 # sampled), greedy or sampled (GREEDY=1 / GREEDY=0, as before, pick one); each level is played
 # perturbed (sticky actions 0.25, no-op starts 0..30: the headline) and plain, side by side, and
 # PERTURB=0 plays it plain only; JOBS=N plays N levels at a time in N processes (same figures, one
@@ -242,8 +244,11 @@ EVAL_ARGS ?=
 
 .PHONY: eval report soak hosts
 
+# LEVELS or LEVEL set (on the command line or in the environment), not the defaults above
+EVAL_LEVELS = $(if $(strip $(LEVELS)),$(if $(filter-out file default undefined,$(origin LEVELS) $(origin LEVEL)),--levels $(LEVELS)))
+
 eval: install
-	$(PY) -m scripts.evaluate $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) --levels $(LEVELS) \
+	$(PY) -m scripts.evaluate $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) $(EVAL_LEVELS) \
 		--episodes $(EPISODES) $(if $(DEVICE),--device $(DEVICE)) $(if $(filter 1,$(PERTURB)),--perturbed) $(if $(JOBS),--jobs $(JOBS)) \
 		--policy $(if $(GREEDY),$(if $(filter 1,$(GREEDY)),greedy,sampled),$(POLICY)) $(EVAL_ARGS)
 

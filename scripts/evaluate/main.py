@@ -6,7 +6,9 @@ the best episode of each level as a video and a still.
 
 With a run directory and no checkpoint named, the best policy the eval actor kept is played
 (RUN/eval/best-policy.pt, actor/best.py), or the latest checkpoint when there is none yet (or
-with --latest); the output says which file, why, and its policy version.
+with --latest); the output says which file, why, and its policy version. It plays the levels
+named (--levels, make's LEVELS), else the run's own: its config.json, the run dir's or that of the
+run whose checkpoints/ or eval/ holds the checkpoint, else the levels the checkpoint records.
 
 Both policies are played by default, EPISODES each on every level: `greedy` (argmax actions)
 first, then `sampled` (actions drawn from the policy, as the actors play, from a generator seeded
@@ -70,8 +72,10 @@ from scripts.evaluate.checkpoint import (
     Checkpoint,
     EvalError,
     check_compatible,
+    levels_to_play,
     load_checkpoint,
     resolve_checkpoint,
+    run_of,
 )
 
 
@@ -89,9 +93,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--levels",
         "--level",
         dest="level",
-        default="1-1",
         help="levels: 1-1 | 1-1,1-2 | world:1 | all (a set; one stage is a set of one), or a "
-        "Gymnasium id",
+        "Gymnasium id (default: the run's own, from RUN/config.json, else those the checkpoint "
+        "records)",
     )
     p.add_argument(
         "--episodes", type=int, default=5, help="episodes to play with each policy on each level"
@@ -166,12 +170,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _run(ckpt: Path, run_dir: Path | None) -> RunDir | None:
+    """The run played: the run dir named, else the checkpoint's, if it is in one's
+    checkpoints/ or eval/."""
+    return RunDir(run_dir) if run_dir is not None else run_of(ckpt)
+
+
 def _default_out(ckpt: Path, run_dir: Path | None) -> Path:
-    if run_dir is not None:
-        return RunDir(run_dir).eval
-    parent = ckpt.resolve().parent
-    run = RunDir(parent.parent)  # the checkpoint's run, if it is in one's checkpoints/ or eval/
-    return run.eval if parent in (run.checkpoints, run.eval) else RunDir(parent).eval
+    run = _run(ckpt, run_dir)
+    return run.eval if run is not None else RunDir(ckpt.resolve().parent).eval
 
 
 def settings_of(args: argparse.Namespace, trained: dict[str, Any]) -> list[em.Setting]:
@@ -209,6 +216,9 @@ def _setup(
         )
     # said with the results; each --jobs worker plays the same file, and checks it is unchanged
     args.chosen, args.policy_version, args.checkpoint = chosen.why, ckpt.policy_version, chosen.path
+    if not checked:  # the levels, once: a --jobs worker is given them
+        levels = levels_to_play(args.level, _run(chosen.path, args.run_dir), ckpt.config)
+        args.level, args.levels_from = levels
 
     def trained(name: str) -> object:  # the flag, else the run's setting, else the default
         given = getattr(args, name)
@@ -347,7 +357,8 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     matrix = em.tabulate(results)
     overall = {"policies": list(names), "episodes_per_policy": args.episodes}
     overall |= {"policy_version": ckpt.policy_version, "env_frames": ckpt.env_frames}
-    overall |= {"level": spec.level, "levels": list(spec.levels), "checkpoint": str(ckpt.path)}
+    overall |= {"level": spec.level, "levels": list(spec.levels), "levels_from": args.levels_from}
+    overall["checkpoint"] = str(ckpt.path)
     overall |= {"chosen": args.chosen, "best": ckpt.best}
     overall |= {"seed": args.seed, "device": str(plan.device), "out": str(out)}
     overall["settings"] = {s.name: s._asdict() for s in settings}
@@ -412,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     o = result["overall"]
-    print(f"{describe_checkpoint(o)} Levels {o['level']}.\n")
+    print(f"{describe_checkpoint(o)} Levels {o['level']} ({o['levels_from']}).\n")
     print(table)
     for b in result["best"]:
         print(f"best {b['setting']} episode on {b['level']}: {b['policy']} {b['episode']}: {b['path']} "
