@@ -64,7 +64,7 @@ from actor.evaluation import NES_FPS, PERTURBATION, POLICIES, model_policy, pert
 from common.env import FrameEnv
 from common.env_spec import EnvSpec
 from common.levels import progress
-from common.model import DeviceUnavailable, resolve_device
+from common.model import DeviceUnavailable, device_problem, resolve_device
 from common.rundir import RunDir
 from scripts.evaluate import matrix as em
 from scripts.evaluate import tables
@@ -113,7 +113,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--no-greedy", dest="policy", action="store_const", const="sampled", help="--policy sampled"
     )
-    p.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"])
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="auto (the GPU if torch sees one), cpu, cuda or cuda:N (default: auto)",
+    )
     p.add_argument("--action-set", help="action set (default: the checkpoint's)")
     p.add_argument("--frame-size", type=int, help="frame size (default: the checkpoint's)")
     p.add_argument("--frame-skip", type=int, help="NES frames/step (default: the checkpoint's)")
@@ -167,6 +171,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--jobs must be >= 1, got {args.jobs}")
     if not 1 <= args.scale <= 8:
         p.error(f"--scale must be in [1, 8], got {args.scale}")
+    if problem := device_problem(args.device):
+        p.error(f"--{problem}")
     return args
 
 

@@ -45,3 +45,12 @@ def test_a_cutoff_below_the_unroll_length_is_refused_with_the_flags_to_change():
         assert any("set --no-progress-steps to 0 or >= 32" in p for p in problems), problems
     for fine in (0, 32):
         assert LearnerConfig(no_progress_steps=fine, unroll_length=32).problems() == []
+
+
+def test_a_device_is_auto_cpu_cuda_or_cuda_with_an_index():
+    for device in ("auto", "cpu", "cuda", "cuda:0", "cuda:12"):
+        assert LearnerConfig(device=device).problems() == []
+    for device in ("gpu", "cuda:x", "cuda:", "cuda:0:1"):  # cuda:x once passed, then crashed
+        assert LearnerConfig(device=device).problems() == [
+            f"device must be auto, cpu, cuda or cuda:N (N: a GPU's index, from 0), got {device!r}"
+        ]
