@@ -42,7 +42,8 @@
 ## LEARNER_AUTOSTART: false: no learner on this host (actors only, with LEARNER=host:PORT)
 ## EVAL: false: no eval actor on this host; true: one even without the learner (empty: where the learner runs)
 ## LEARNER_ARGS: more learner flags (docs/reference/learner.md)
-## ACTOR_ARGS: more actor flags, the eval actor's too (docs/reference/actor.md)
+## ACTOR_ARGS: more actor flags (docs/reference/actor.md); the eval actor takes those it shares (all but --num-envs and --lanes)
+## EVAL_ACTOR_ARGS: more eval actor flags, e.g. --eval-interval-s 20 (docs/reference/eval-actor.md); after ACTOR_ARGS, so they win
 ## METRICS_HOST: the address every /metrics server binds
 ## LEARNER_METRICS_PORT: the learner's /metrics port
 ## ACTOR_METRICS_BASE: actor i serves /metrics on ACTOR_METRICS_BASE+i (0: off)
@@ -203,7 +204,7 @@ LEVEL ?= 1-1
 LEVELS ?= $(LEVEL)
 SERVICE_VARS := RUN HOST PORT DEVICE METRICS_HOST LEARNER_METRICS_PORT LEARNER_AUTOSTART \
 	LEARNER_ARGS N FIRST_ACTOR LEARNER ACTOR_METRICS_BASE LEVELS FRAMES ACTOR_ARGS KEYS \
-	EVAL RELAY TARGETS
+	EVAL EVAL_ACTOR_ARGS RELAY TARGETS
 SERVICE_ENV = $(foreach v,$(SERVICE_VARS),$(if $($(v)),MARIO_$(v)='$($(v))'))
 SERVICE = $(SERVICE_ENV) $(PY) -m scripts.service
 
