@@ -22,7 +22,7 @@ from common.config import (
 )
 from common.config import option as _f
 from common.env_spec import ACTION_SETS, PERTURBATION, ActionSet, EnvSpec
-from common.levels import LevelSetError, parse_levels
+from common.levels import LevelSetError, parse_levels, unregistered
 from common.model import Arch, Core, ModelSpec, device_problem
 from learner import tensorboard
 from learner.batch_size import BatchSize
@@ -148,7 +148,7 @@ class LearnerConfig:
         return parse_levels(self.level)
 
     def problems(self) -> list[str]:
-        out = self.env_spec().problems()
+        out = self.env_spec().problems() + unregistered(self.level)
         cutoff, T = self.no_progress_steps, self.unroll_length
         if 0 < cutoff < T:
             out.append(

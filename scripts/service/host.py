@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from actor.config import TRAINING_ACTORS_ONLY
-from common.levels import LevelSetError, parse_levels
+from common.levels import LevelSetError, parse_levels, unregistered
 from common.rundir import RunDir, atomic_write
 from scripts.checkout import ROOT
 
@@ -130,6 +130,8 @@ class Host:
             parse_levels(self.levels)
         except LevelSetError as exc:
             out.append(f"LEVELS: {exc}")
+        if self.learner_autostart:  # the learner would refuse it, after supervisord started
+            out += [f"LEVELS: {problem}" for problem in unregistered(self.levels)]
         root = os.fsencode(os.path.abspath(ROOT / self.run))
         sock = os.fsencode(os.path.abspath(ROOT / RunDir(self.run).supervisor_socket))
         if len(sock) > SOCKET_PATH_MAX:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from learner.config import LearnerConfig
 
 
@@ -54,3 +56,15 @@ def test_a_device_is_auto_cpu_cuda_or_cuda_with_an_index():
         assert LearnerConfig(device=device).problems() == [
             f"device must be auto, cpu, cuda or cuda:N (N: a GPU's index, from 0), got {device!r}"
         ]
+
+
+def test_a_level_that_is_neither_a_stage_nor_a_registered_gym_id_is_refused():
+    from common import config as config_io
+    from common.config import ConfigError
+
+    for level, problem in (("1-5", "'1-5': not a stage W-S"), ("9-9", "'9-9': not a stage W-S"),
+                           ("Nope-v0", "neither a stage nor a registered Gymnasium id")):  # fmt: skip
+        with pytest.raises(ConfigError) as exc:
+            config_io.from_dict(LearnerConfig, {"level": level})
+        assert any(problem in p for p in exc.value.problems), exc.value.problems
+    assert LearnerConfig(level="tests.fakes:Corridor-v0").problems() == []
