@@ -44,7 +44,7 @@ from common.env_spec import EnvSpec
 from common.levels import progress
 from common.metrics import EvalMetrics
 from common.model import ActorCritic
-from common.rundir import BEST_POLICY, atomic_write
+from common.rundir import BEST_POLICY, RunDirError, atomic_write, make_writable
 
 log = logging.getLogger("actor.eval")
 
@@ -245,6 +245,12 @@ class EvalActor:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = config_io.load(EvalConfig, argv, prog="actor.eval", description=__doc__ or "")
+    try:  # before it registers: refused as a bad flag is
+        make_writable(Path(cfg.eval_dir))
+    except RunDirError as exc:
+        print(f"actor.eval: --eval-dir {cfg.eval_dir}: {exc}; pass an --eval-dir that can be made "
+              "and written", file=sys.stderr)  # fmt: skip
+        return 2
     # each level's series are made at the learner's first Welcome
     return run_process(cfg, "eval", EvalMetrics(), lambda c, m: EvalActor(c, m, uuid.uuid4().hex))
 

@@ -65,7 +65,7 @@ from common.env import FrameEnv
 from common.env_spec import EnvSpec
 from common.levels import progress
 from common.model import DeviceUnavailable, device_problem, resolve_device
-from common.rundir import RunDir
+from common.rundir import RunDir, RunDirError, make_writable
 from scripts.evaluate import matrix as em
 from scripts.evaluate import tables
 from scripts.evaluate.checkpoint import (
@@ -350,7 +350,12 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     and the Markdown."""
     plan = plan_of(args)
     ckpt, spec, settings, names, out = plan.ckpt, plan.spec, plan.settings, plan.names, plan.out
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        make_writable(out)
+    except RunDirError as exc:
+        raise EvalError(
+            f"{exc}; pass --out DIR (make's EVAL_ARGS=--out DIR) to write elsewhere"
+        ) from exc
     units = [(i, level) for i in range(len(settings)) for level in spec.levels]
     results, bests, video = [], [], None
     for r, best in play_all(plan, units):

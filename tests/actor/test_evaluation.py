@@ -4,6 +4,9 @@ own command."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -15,7 +18,9 @@ from common import config as config_io
 from common.env import FrameEnv
 from common.env_spec import EnvSpec
 from common.model import ActorCritic, ModelSpec
+from scripts.checkout import ROOT
 from tests.fakes import scripted_policy
+from tests.procs import free_port
 
 CORRIDOR = "tests.fakes:Corridor-v0"
 
@@ -183,3 +188,16 @@ def test_the_eval_actor_is_its_own_command_and_each_offers_only_the_flags_it_use
     with pytest.raises(SystemExit):  # its envs are the learner's, as the training actor's
         config_io.load(EvalConfig, ["--frame-skip", "2"], prog="actor.eval", description="")
     assert "set --frame-skip on the learner" in capsys.readouterr().err
+
+
+def test_an_eval_dir_that_cannot_be_made_is_refused_before_it_registers(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("a file where the eval dir would go\n")
+    for eval_dir in ("/proc/nope", str(taken)):
+        argv = [sys.executable, "-m", "actor.eval", "--eval-dir", eval_dir]
+        argv += ["--learner", f"127.0.0.1:{free_port(2)}"]  # nothing listens: it never gets there
+        out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, out.stderr
+        assert f"--eval-dir {eval_dir}: cannot make the directory {eval_dir}" in out.stderr
+        assert "pass an --eval-dir that can be made and written" in out.stderr
+        assert "Traceback" not in out.stderr

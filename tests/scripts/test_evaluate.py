@@ -326,3 +326,12 @@ def test_a_device_that_is_no_device_is_refused_naming_the_choices(tmp_path, caps
         f"--device must be auto, cpu, cuda or cuda:N (N: a GPU's index, from 0), got {device!r}"
         in err
     )
+
+
+def test_an_out_dir_that_cannot_be_made_is_refused_naming_out(tmp_path, capsys):
+    make_run(tmp_path / "run")
+    argv = ["--run-dir", str(tmp_path / "run"), "--level", CORRIDOR, "--out", "/proc/nope"]
+    assert evaluate.main([*argv, "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "error: cannot make the directory /proc/nope" in err
+    assert "pass --out DIR (make's EVAL_ARGS=--out DIR)" in err

@@ -1,6 +1,6 @@
 """Bad input `make train` refuses before it starts anything, saying what to change: a level that
 is neither a stage nor a registered Gymnasium id (the actors could never build it, and
-supervisord would retry them until the run stopped)."""
+supervisord would retry them until the run stopped), and a run directory that cannot be made."""
 
 from __future__ import annotations
 
@@ -54,3 +54,15 @@ def test_make_train_refuses_a_level_no_env_can_be_built_for(tmp_path, levels, pr
     out = make_train(tmp_path, LEVELS=levels)
     assert problem in out
     assert not RunDir(tmp_path / "run").logs.exists()  # supervisord never ran
+
+
+@pytest.mark.parametrize("run", ["/proc/nope", "/dev/null/run", "file"])
+def test_make_train_refuses_a_run_directory_that_cannot_be_made(tmp_path, run):
+    if run == "file":
+        run = tmp_path / "taken"
+        run.write_text("a file where the run directory would go\n")
+    out = make_train(tmp_path, RUN=run)
+    assert f"error: RUN={run}: cannot make the directory {run}" in out
+    assert (
+        "pass a RUN that can be made and written (e.g. RUN=runs/NAME); nothing was started" in out
+    )
