@@ -38,12 +38,20 @@ class Levels(NamedTuple):
     source: str  # where it came from, in a user's words
 
 
-def run_of(checkpoint: Path) -> RunDir | None:
-    """The run a checkpoint file belongs to: the run directory whose checkpoints/ or eval/
-    holds it."""
+def run_played(checkpoint: Path, run_dir: Path | None) -> RunDir | None:
+    """The run played: the run dir named, else the one whose checkpoints/ or eval/ holds the
+    checkpoint, if any."""
+    if run_dir is not None:
+        return RunDir(run_dir)
     parent = checkpoint.resolve().parent
     run = RunDir(parent.parent)
     return run if parent in (run.checkpoints, run.eval) else None
+
+
+def default_out(checkpoint: Path, run_dir: Path | None) -> Path:
+    """Where the results go: the eval/ of the run played, else of the checkpoint's directory."""
+    run = run_played(checkpoint, run_dir)
+    return run.eval if run is not None else RunDir(checkpoint.resolve().parent).eval
 
 
 def levels_to_play(given: str | None, run: RunDir | None, config: dict[str, Any]) -> Levels:

@@ -65,17 +65,18 @@ from common.env import FrameEnv
 from common.env_spec import EnvSpec
 from common.levels import progress
 from common.model import DeviceUnavailable, device_problem, resolve_device
-from common.rundir import RunDir, RunDirError, make_writable
+from common.rundir import RunDirError, make_writable
 from scripts.evaluate import matrix as em
 from scripts.evaluate import tables
 from scripts.evaluate.checkpoint import (
     Checkpoint,
     EvalError,
     check_compatible,
+    default_out,
     levels_to_play,
     load_checkpoint,
     resolve_checkpoint,
-    run_of,
+    run_played,
 )
 
 
@@ -176,17 +177,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _run(ckpt: Path, run_dir: Path | None) -> RunDir | None:
-    """The run played: the run dir named, else the checkpoint's, if it is in one's
-    checkpoints/ or eval/."""
-    return RunDir(run_dir) if run_dir is not None else run_of(ckpt)
-
-
-def _default_out(ckpt: Path, run_dir: Path | None) -> Path:
-    run = _run(ckpt, run_dir)
-    return run.eval if run is not None else RunDir(ckpt.resolve().parent).eval
-
-
 def settings_of(args: argparse.Namespace, trained: dict[str, Any]) -> list[em.Setting]:
     """The settings to play: the flags' own, or with --perturbed perturbed (the headline: the
     flags', else `actor.evaluation.perturbed` of the run's own, `trained`) and then plain."""
@@ -223,7 +213,7 @@ def _setup(
     # said with the results; each --jobs worker plays the same file, and checks it is unchanged
     args.chosen, args.policy_version, args.checkpoint = chosen.why, ckpt.policy_version, chosen.path
     if not checked:  # the levels, once: a --jobs worker is given them
-        levels = levels_to_play(args.level, _run(chosen.path, args.run_dir), ckpt.config)
+        levels = levels_to_play(args.level, run_played(chosen.path, args.run_dir), ckpt.config)
         args.level, args.levels_from = levels
 
     def trained(name: str) -> object:  # the flag, else the run's setting, else the default
@@ -278,7 +268,7 @@ class Plan(NamedTuple):
 def plan_of(args: argparse.Namespace, checked: bool = False) -> Plan:
     ckpt, spec, device = _setup(args, checked)
     names = POLICIES if args.policy == "both" else (args.policy,)
-    out = args.out or _default_out(ckpt.path, args.run_dir)
+    out = args.out or default_out(ckpt.path, args.run_dir)
     fps = Fraction(NES_FPS, spec.frame_skip)
     return Plan(args, ckpt, spec, device, settings_of(args, ckpt.config), names, out, fps)
 
