@@ -29,7 +29,7 @@
 ## actors: this host's N actors alone; the learner elsewhere is LEARNER=host:PORT
 ## commands: the command line of every process make up (or make train) would start here
 ## RUN: run directory: config, checkpoints, logs, metrics.jsonl, eval/ (make eval and make report read it)
-## LEVELS: the run's levels: 1-1 | 1-1,1-2 | world:1 | all (the learner's --level; the actors are told them)
+## LEVELS: the run's levels: 1-1 | 1-1,1-2 | world:1 | all (the learner's --level; the actors are told them); make eval's, when set (unset: the run's own, from RUN/config.json)
 ## LEVEL: one level; the former spelling of LEVELS, which wins when both are set
 ## FRAMES: the run's length in env frames (the learner's --train-frames; 0: until stopped)
 ## N: actors on this host (0: one per core but one, at least 1)
@@ -42,20 +42,21 @@
 ## LEARNER_AUTOSTART: false: no learner on this host (actors only, with LEARNER=host:PORT)
 ## EVAL: false: no eval actor on this host; true: one even without the learner (empty: where the learner runs)
 ## LEARNER_ARGS: more learner flags (docs/reference/learner.md)
-## ACTOR_ARGS: more actor flags, the eval actor's too (docs/reference/actor.md)
+## ACTOR_ARGS: more actor flags (docs/reference/actor.md); the eval actor takes those it shares (all but --num-envs and --lanes)
+## EVAL_ACTOR_ARGS: more eval actor flags, e.g. --eval-interval-s 20 (docs/reference/eval-actor.md); after ACTOR_ARGS, so they win
 ## METRICS_HOST: the address every /metrics server binds
 ## LEARNER_METRICS_PORT: the learner's /metrics port
 ## ACTOR_METRICS_BASE: actor i serves /metrics on ACTOR_METRICS_BASE+i (0: off)
 ## TARGETS: the Prometheus file_sd list of this host's actors that make train, actors and up write
 ## KEYS: the CURVE keys directory make keys writes (empty: CURVE off, and make keys writes runs/keys); a non-loopback HOST needs it
 ##@ Evaluate and report (docs/EVALUATION.md)
-## eval: RUN's latest checkpoint, or CKPT, on every level of LEVELS, EPISODES per policy and level
+## eval: RUN's kept best policy (RUN/eval/best-policy.pt, else its latest checkpoint), or CKPT, on every level of the run (or of LEVELS), EPISODES per policy and level
 ## report: RUN's report: its learning curves and evaluations
-## CKPT: a checkpoint file for make eval instead of RUN's latest
+## CKPT: a checkpoint file for make eval to play instead of RUN's kept best policy or latest checkpoint
 ## EPISODES: make eval's episodes per policy and level
 ## POLICY: make eval's policies: both (greedy, then sampled), greedy or sampled
 ## GREEDY: 1: greedy, 0: sampled; the former spelling of POLICY, which it overrides
-## PERTURB: 1: make eval plays each level plain and perturbed (sticky actions 0.25, no-op starts 0..30) side by side
+## PERTURB: 1: make eval plays each level perturbed (sticky actions 0.25, no-op starts 0..30), the headline, then plain, side by side; 0: plain only
 ## JOBS: make eval plays JOBS levels at a time, in JOBS processes
 ## EVAL_ARGS: more make eval flags (python -m scripts.evaluate --help)
 ## COMPARE: run directories whose learning curves make report draws beside RUN's
@@ -203,7 +204,7 @@ LEVEL ?= 1-1
 LEVELS ?= $(LEVEL)
 SERVICE_VARS := RUN HOST PORT DEVICE METRICS_HOST LEARNER_METRICS_PORT LEARNER_AUTOSTART \
 	LEARNER_ARGS N FIRST_ACTOR LEARNER ACTOR_METRICS_BASE LEVELS FRAMES ACTOR_ARGS KEYS \
-	EVAL RELAY TARGETS
+	EVAL EVAL_ACTOR_ARGS RELAY TARGETS
 SERVICE_ENV = $(foreach v,$(SERVICE_VARS),$(if $($(v)),MARIO_$(v)='$($(v))'))
 SERVICE = $(SERVICE_ENV) $(PY) -m scripts.service
 
@@ -225,7 +226,9 @@ commands: install
 
 # ---- evaluation and reports (docs/EVALUATION.md) ----------------------------------------------
 # RUN's kept best policy (RUN/eval/best-policy.pt, the eval actor's; else its latest checkpoint),
-# or CKPT=file, on every level of LEVELS; EPISODES per policy and level; POLICY=both (greedy, then
+# or CKPT=file, on every level of the run (its config.json: RUN's, or that of the run whose
+# checkpoints/ or eval/ holds CKPT) or, when LEVELS (or LEVEL) is set, of LEVELS; EPISODES per
+# policy and level; POLICY=both (greedy, then
 # sampled), greedy or sampled (GREEDY=1 / GREEDY=0, as before, pick one); each level is played
 # perturbed (sticky actions 0.25, no-op starts 0..30: the headline) and plain, side by side, and
 # PERTURB=0 plays it plain only; JOBS=N plays N levels at a time in N processes (same figures, one
@@ -242,8 +245,11 @@ EVAL_ARGS ?=
 
 .PHONY: eval report soak hosts
 
+# LEVELS or LEVEL set (on the command line or in the environment), not the defaults above
+EVAL_LEVELS = $(if $(strip $(LEVELS)),$(if $(filter-out file default undefined,$(origin LEVELS) $(origin LEVEL)),--levels $(LEVELS)))
+
 eval: install
-	$(PY) -m scripts.evaluate $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) --levels $(LEVELS) \
+	$(PY) -m scripts.evaluate $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) $(EVAL_LEVELS) \
 		--episodes $(EPISODES) $(if $(DEVICE),--device $(DEVICE)) $(if $(filter 1,$(PERTURB)),--perturbed) $(if $(JOBS),--jobs $(JOBS)) \
 		--policy $(if $(GREEDY),$(if $(filter 1,$(GREEDY)),greedy,sampled),$(POLICY)) $(EVAL_ARGS)
 

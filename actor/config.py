@@ -1,4 +1,7 @@
-"""The actor's configuration: one flat dataclass; flags and TOML come from common.config.
+"""The configurations of the actor processes, one flat dataclass each (flags and TOML come from
+common.config): the training actor's (`python -m actor`) and the eval actor's
+(`python -m actor.eval`). Both extend `ActorLink`, what every actor process sets: its link to the
+learner, its env builds, metrics, seed and logging; each adds only what it uses.
 
 The run's settings are the learner's: it sends the network, the unroll length and the env spec
 (levels, frame skip, action set, frame size, cutoff, perturbations, reward shaping) at
@@ -11,7 +14,15 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from common import curve
-from common.config import Count, LogLevel, Port, Positive, PositiveInt, is_host_port
+from common.config import (
+    Count,
+    LogLevel,
+    NonNegative,
+    Port,
+    Positive,
+    PositiveInt,
+    is_host_port,
+)
 from common.config import option as _f
 from common.env_spec import EnvSpec
 
@@ -27,14 +38,14 @@ _IN_THE_LOSS = "the learner scales and clips rewards in its loss: set {flag} the
 
 
 @dataclass(frozen=True)
-class ActorConfig:
+class ActorLink:
+    """What every actor process sets, the training actors and the eval actor alike."""
+
     learner: str = _f("127.0.0.1:5555", "learner HOST:PORT (weights come from PORT+1)")
     actor_id: Count = _f(0, "this actor's id, unique among the learner's actors")
     run_id: str = _f("default", "training run name; must match the learner's --run-id")
     curve_dir: str = _f("", "CURVE keys: actor.key_secret and learner.key (empty = off)")
     weights_from: str = _f("", "HOST:PORT of a weight relay on this host (empty = the learner)")
-    num_envs: PositiveInt = _f(4, "envs in this process (built one after another)")
-    lanes: PositiveInt = _f(2, "env groups: one steps in a thread while the policy runs another")
     torch_threads: PositiveInt = _f(1, "torch CPU threads for inference")
     heartbeat_interval_s: Positive = _f(1.0, "seconds between heartbeats to the learner")
     learner_timeout_s: Positive = _f(5.0, "a new session after this long without word")
@@ -57,7 +68,6 @@ class ActorConfig:
         },
         "reward_scale": _IN_THE_LOSS.format(flag="--loss-reward-scale"),
         "reward_clip": _IN_THE_LOSS.format(flag="--loss-reward-clip"),
-        "eval": "the eval actor is its own command: python -m actor.eval (it takes --eval-*)",
     }
 
     def problems(self) -> list[str]:
@@ -71,3 +81,63 @@ class ActorConfig:
         if self.learner_timeout_s <= 2 * self.heartbeat_interval_s:
             out.append("learner_timeout_s must exceed 2 x heartbeat_interval_s")
         return out + curve.actor_problems(self.curve_dir)
+
+
+def _own_fields(cls: type[ActorLink]) -> tuple[str, ...]:
+    """The fields of `cls` that not every actor process has, in order."""
+    shared = {f.name for f in fields(ActorLink)}
+    return tuple(f.name for f in fields(cls) if f.name not in shared)
+
+
+def _training_actors_only(flag: str) -> str:
+    return (
+        f"the eval actor plays one env at a time: {flag} is the training actors' (make's "
+        "ACTOR_ARGS, which the eval actor leaves to them); remove it here"
+    )
+
+
+@dataclass(frozen=True)
+class EvalConfig(ActorLink):
+    """The eval actor: episodes of the newest weights, one level of the set at a time."""
+
+    eval_dir: str = _f(
+        "runs/default/eval", "where the best policy and each level's best episode's video go"
+    )
+    eval_interval_s: NonNegative = _f(60.0, "seconds between evaluations")
+    eval_episodes: PositiveInt = _f(3, "greedy episodes per evaluation (perturbed: no two alike)")
+    eval_sampled_episodes: Count = _f(
+        4, "sampled episodes per evaluation (they score the policy; 0: the greedy ones do)"
+    )
+    eval_window: PositiveInt = _f(
+        10, "episodes averaged in mario_eval_* gauges and in each level's score"
+    )
+
+    RETIRED: ClassVar[dict[str, str]] = {
+        **ActorLink.RETIRED,
+        "eval": "python -m actor.eval is the eval actor: remove --eval",
+        "num_envs": _training_actors_only("--num-envs"),
+        "lanes": _training_actors_only("--lanes"),
+    }
+
+
+@dataclass(frozen=True)
+class ActorConfig(ActorLink):
+    """A training actor: lanes of envs that stream chunks to the learner."""
+
+    num_envs: PositiveInt = _f(4, "envs in this process (built one after another)")
+    lanes: PositiveInt = _f(2, "env groups: one steps in a thread while the policy runs another")
+
+    RETIRED: ClassVar[dict[str, str]] = {
+        **ActorLink.RETIRED,
+        "eval": "the eval actor is its own command: python -m actor.eval (it takes --eval-*)",
+        **{  # for a user who meant the eval actor
+            name: f"--{name.replace('_', '-')} is the eval actor's (python -m actor.eval): pass "
+            "it in make's EVAL_ACTOR_ARGS, not ACTOR_ARGS"
+            for name in _own_fields(EvalConfig)
+        },
+    }
+
+
+# The training actors' own flags, which the eval actor leaves to them (scripts/service passes it
+# the rest of ACTOR_ARGS)
+TRAINING_ACTORS_ONLY: tuple[str, ...] = _own_fields(ActorConfig)

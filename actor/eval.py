@@ -2,7 +2,8 @@
 played perturbed and judged while training runs; it keeps the best policy.
 
 It registers like an actor (the network and envs of the learner's Welcome, its weight broadcasts)
-but sends no chunks, and takes the training actor's flags too. Every `eval_interval_s` it plays
+but sends no chunks; it takes the flags of the link to the learner that the training actor takes,
+and its own `--eval-*` (actor/config.py's EvalConfig). Every `eval_interval_s` it plays
 one level of the set in turn, through the training actor's own path (actor/evaluation.py),
 perturbed and from the level's start; it exports `mario_eval_*` per level and policy, keeps each
 level's best episode and the best policy (actor/best.py). docs/EVALUATION.md, "The eval actor".
@@ -18,15 +19,13 @@ import sys
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 
 from actor.best import BestKeeper, policy_score
-from actor.config import ActorConfig
+from actor.config import EvalConfig
 from actor.evaluation import (
     NES_FPS,
     Episode,
@@ -40,14 +39,12 @@ from actor.link import check_num_actions, link_for, load_weights, welcomed_specs
 from actor.main import run_process
 from common import config as config_io
 from common import wire
-from common.config import Count, NonNegative, PositiveInt
-from common.config import option as _f
 from common.env import EpisodeSummary, FrameEnv, build_envs
 from common.env_spec import EnvSpec
 from common.levels import progress
 from common.metrics import EvalMetrics
 from common.model import ActorCritic
-from common.rundir import BEST_POLICY, atomic_write
+from common.rundir import BEST_POLICY, RunDirError, atomic_write, make_writable
 
 log = logging.getLogger("actor.eval")
 
@@ -55,28 +52,6 @@ log = logging.getLogger("actor.eval")
 # The EvalMetrics set for every (level, policy); `progress` too where the level's length is known
 _SERIES = ("episodes", "max_x", "median_max_x", "flag_rate", "episode_return", "policy_version",
            "best_max_x")  # fmt: skip
-
-
-@dataclass(frozen=True)
-class EvalConfig(ActorConfig):
-    """The training actor's settings, then the eval actor's own."""
-
-    eval_dir: str = _f(
-        "runs/default/eval", "where the best policy and each level's best episode's video go"
-    )
-    eval_interval_s: NonNegative = _f(60.0, "seconds between evaluations")
-    eval_episodes: PositiveInt = _f(3, "greedy episodes per evaluation (perturbed: no two alike)")
-    eval_sampled_episodes: Count = _f(
-        4, "sampled episodes per evaluation (they score the policy; 0: the greedy ones do)"
-    )
-    eval_window: PositiveInt = _f(
-        10, "episodes averaged in mario_eval_* gauges and in each level's score"
-    )
-
-    RETIRED: ClassVar[dict[str, str]] = {
-        **ActorConfig.RETIRED,
-        "eval": "python -m actor.eval is the eval actor: remove --eval",
-    }
 
 
 class EvalActor:
@@ -270,6 +245,12 @@ class EvalActor:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = config_io.load(EvalConfig, argv, prog="actor.eval", description=__doc__ or "")
+    try:  # before it registers: refused as a bad flag is
+        make_writable(Path(cfg.eval_dir))
+    except RunDirError as exc:
+        print(f"actor.eval: --eval-dir {cfg.eval_dir}: {exc}; pass an --eval-dir that can be made "
+              "and written", file=sys.stderr)  # fmt: skip
+        return 2
     # each level's series are made at the learner's first Welcome
     return run_process(cfg, "eval", EvalMetrics(), lambda c, m: EvalActor(c, m, uuid.uuid4().hex))
 

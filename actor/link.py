@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import zmq
 
-from actor.config import ActorConfig
+from actor.config import ActorLink
 from actor.sockets import CONNECT_TIMEOUT_MS, watch_subscription
 from common import curve, wire
 from common.env_spec import EnvSpec
@@ -294,7 +294,7 @@ class LearnerLink:
 
 
 def link_for(
-    cfg: ActorConfig,
+    cfg: ActorLink,
     instance_id: str,
     num_envs: int,
     on_weights: Callable[[wire.Weights], None],

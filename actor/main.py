@@ -13,7 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import torch
 
-from actor.config import ActorConfig
+from actor.config import ActorConfig, ActorLink
 from actor.link import FatalRefusal, check_num_actions, link_for, load_weights, welcomed_specs
 from actor.rollout import FinishedChunk, Lane, infer_and_act, split_lanes
 from common import chunk, wire
@@ -224,7 +224,7 @@ class Actor:
             env.close()
 
 
-def run_process(cfg: ActorConfig, name: str, metrics, build) -> int:
+def run_process(cfg: ActorLink, name: str, metrics, build) -> int:
     """The shell both actor commands share: logging, torch threads, /metrics, signals, and the
     exit status of `build(cfg, metrics).run()` (1: an env that cannot be built or a metrics port
     in use; 2: refused by the learner)."""

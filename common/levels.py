@@ -1,7 +1,9 @@
 """Level sets: which Super Mario Bros stages an env plays, and how it picks the next one.
 
 A set: stages ("1-1,1-2,4-1"), a world ("world:1"), "all", or a mix ("world:1,4-1"), each stage
-once, in the order written; anything else ("tests.fakes:Corridor-v0") is a Gymnasium id, alone.
+once, in the order written; anything else ("tests.fakes:Corridor-v0") is a Gymnasium id, alone,
+but for a name shaped like a stage that is none ("1-5", "9-9"), which is refused. Whether
+gymnasium knows such an id is `unregistered`'s question, asked where a run is set up.
 Each env draws its next episode's level from the set with its own generator (reproducible from
 the seed): every level alike, or by the draw weights the learner sends with its weights; the
 policy is never told which level it plays. A level's length is
@@ -11,6 +13,7 @@ common/level_lengths.json; `progress` turns an episode's max x into a share of i
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections.abc import Mapping
@@ -25,6 +28,7 @@ ALL_STAGES: tuple[str, ...] = tuple(f"{w}-{s}" for w in WORLDS for s in STAGES_P
 LENGTHS_FILE = Path(__file__).with_name("level_lengths.json")
 
 _STAGE = re.compile(r"^([1-8])-([1-4])$")
+_STAGE_SHAPED = re.compile(r"^\d+-\d+$")  # "1-5", "9-9": meant as a stage, not a Gymnasium id
 _WORLD = re.compile(r"^world:(\S*)$")
 
 
@@ -70,7 +74,52 @@ def parse_levels(text: str) -> tuple[str, ...]:
 
 
 def _is_set_part(part: str) -> bool:
-    return part == "all" or is_stage(part) or part.startswith("world:")
+    return part == "all" or _STAGE_SHAPED.match(part) is not None or part.startswith("world:")
+
+
+def unregistered(text: str) -> list[str]:
+    """The problem of a level set that is a Gymnasium id gymnasium cannot make: its module
+    (`module:Name-v0`) does not import, or no env of that id is registered; [] for stages, and for
+    a set `parse_levels` refuses (it says why).
+
+    It imports gymnasium and the id's module, so it is asked once, where a run is set up (the
+    learner's config, scripts/service before supervisord starts anything), not where envs are
+    built; a run of stages never imports gymnasium here."""
+    try:
+        levels = parse_levels(text)
+    except LevelSetError:
+        return []
+    if len(levels) != 1 or is_stage(levels[0]):
+        return []
+    env_id = levels[0]
+    module, _, name = env_id.rpartition(":")
+    fix = (
+        "LEVELS (the learner's --level) takes stages 1-1 to 8-4, a set of them (1-1,1-2, world:1, "
+        "all), or one Gymnasium id that is registered (module:Name-v0 for one a module registers)"
+    )
+    if module:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # not installed, or an error inside it
+            return [f"level {env_id!r}: module {module!r} cannot be imported "
+                    f"({type(exc).__name__}: {exc}); {fix}"]  # fmt: skip
+    import gymnasium
+    from gymnasium.envs.registration import find_highest_version, parse_env_id
+
+    if name in gymnasium.registry:
+        return []
+    try:
+        namespace, base, version = parse_env_id(name)
+    except gymnasium.error.Error:
+        namespace, base, version = None, name, 0
+    if version is None and find_highest_version(namespace, base) is not None:
+        return []  # unversioned: gymnasium makes the newest version
+    what = (
+        f"a Gymnasium id that module {module!r} registers"
+        if module
+        else "a registered Gymnasium id"
+    )
+    return [f"level {env_id!r} is neither a stage nor {what}; {fix}"]
 
 
 @cache

@@ -16,6 +16,7 @@ deep ResNet, Espeholt et al. 2018, Fig. 3; ~13x).
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Literal, NamedTuple, get_args
 
 import torch
@@ -297,16 +298,35 @@ def value_at(values: torch.Tensor, level: torch.Tensor | None) -> torch.Tensor:
 
 
 class DeviceUnavailable(RuntimeError):
-    """--device names a CUDA device, but torch sees none."""
+    """--device names a CUDA device that torch does not see."""
+
+
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+def device_problem(name: str) -> str | None:
+    """What is wrong with a --device value, if anything (whether torch sees it is asked later,
+    by `resolve_device`)."""
+    if _DEVICE.match(name):
+        return None
+    return f"device must be auto, cpu, cuda or cuda:N (N: a GPU's index, from 0), got {name!r}"
 
 
 def resolve_device(name: str) -> torch.device:
     """The torch device of a --device value: `auto` is CUDA when torch sees it, else the CPU."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if problem := device_problem(name):
+        raise DeviceUnavailable(problem)
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise DeviceUnavailable(
             f"--device {name} asked for, but torch sees no CUDA device; pass --device cpu"
+        )
+    count = torch.cuda.device_count() if device.type == "cuda" else 0
+    if device.index is not None and device.index >= count:
+        raise DeviceUnavailable(
+            f"--device {name} asked for, but torch sees {count} CUDA device(s), cuda:0 to "
+            f"cuda:{count - 1}; pass one of those, or --device cuda"
         )
     return device

@@ -7,6 +7,7 @@ file or a torn last line that readers skip.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -33,6 +34,31 @@ class RunDir:
         # supervisord's, named in deploy/supervisord/mario-impala.conf too
         self.supervisor_socket = self.root / "supervisor.sock"
         self.supervisord_pid = self.root / "supervisord.pid"
+
+
+class RunDirError(RuntimeError):
+    """A directory a run writes in cannot be made, or written in; the message says why."""
+
+
+def make_writable(path: Path) -> None:
+    """Make the directory `path` (and its parents) unless it exists, and check that a file can
+    be written in it: RunDirError, saying why not, before anything is started that would write
+    there (the caller adds which setting to change)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise RunDirError(f"cannot make the directory {path}: {exc.filename} is a file") from exc
+    except OSError as exc:
+        raise RunDirError(f"cannot make the directory {path} ({_reason(exc)})") from exc
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise RunDirError(f"cannot write in the directory {path} ({exc.strerror or exc})") from exc
+
+
+def _reason(exc: OSError) -> str:
+    return f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc.strerror or exc)
 
 
 def atomic_write(path: Path, content: bytes | Callable[[BinaryIO], object]) -> None:

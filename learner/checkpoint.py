@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import torch
 
 from common.model import FormerNetwork, ModelSpec
-from common.rundir import RunDir, atomic_write, temp_files
+from common.rundir import RunDir, atomic_write, make_writable, temp_files
 from learner.levels import LevelStats
 from learner.update import Learner
 
@@ -32,8 +32,9 @@ class RunDirBusy(RuntimeError):
 
 
 def lock_run_dir(run: RunDir) -> int:
-    """Take the run directory for this process; RunDirBusy if another learner holds it."""
-    run.root.mkdir(parents=True, exist_ok=True)
+    """Take the run directory for this process; RunDirBusy if another learner holds it,
+    RunDirError if it cannot be made or written."""
+    make_writable(run.root)
     fd = os.open(run.lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

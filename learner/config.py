@@ -22,8 +22,8 @@ from common.config import (
 )
 from common.config import option as _f
 from common.env_spec import ACTION_SETS, PERTURBATION, ActionSet, EnvSpec
-from common.levels import LevelSetError, parse_levels
-from common.model import Arch, Core, ModelSpec
+from common.levels import LevelSetError, parse_levels, unregistered
+from common.model import Arch, Core, ModelSpec, device_problem
 from learner import tensorboard
 from learner.batch_size import BatchSize
 
@@ -159,7 +159,7 @@ class LearnerConfig:
         return parse_levels(self.level)
 
     def problems(self) -> list[str]:
-        out = self.env_spec().problems()
+        out = self.env_spec().problems() + unregistered(self.level)
         cutoff, T = self.no_progress_steps, self.unroll_length
         if 0 < cutoff < T:
             out.append(
@@ -167,8 +167,8 @@ class LearnerConfig:
                 f"truncation per env: set --no-progress-steps to 0 or >= {T}, or --unroll-length "
                 f"to <= {cutoff}"
             )
-        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
-            out.append(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+        if problem := device_problem(self.device):
+            out.append(problem)
         if not (self.curve_dir or self.insecure or _loopback(self.host)):
             out.append(
                 f"host {self.host} is not loopback: set --curve-dir (make keys) so only "

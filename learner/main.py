@@ -12,6 +12,7 @@ import torch
 from common import config as config_io
 from common.metrics import LearnerMetrics, MetricsPortError, add_process_metrics, serve
 from common.model import DeviceUnavailable
+from common.rundir import RunDirError
 from learner.checkpoint import RunDirBusy
 from learner.config import LearnerConfig
 from learner.gpu import GpuCollector, device_uuid
@@ -39,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except RunTrained as exc:  # a restart cannot change that: refused, as a bad flag is
         log.error("%s", exc)
+        return 2
+    except RunDirError as exc:  # likewise
+        log.error("--run-dir %s: %s; pass a --run-dir that can be made and written", cfg.run_dir,
+                  exc)  # fmt: skip
         return 2
     if loop.device.type == "cuda":
         gpu = GpuCollector.create(device_uuid(loop.device))

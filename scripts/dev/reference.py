@@ -47,7 +47,7 @@ class Program(NamedTuple):
 PROGRAMS = (
     Program("learner.md", "learner.main", "learner.config:LearnerConfig", "learner"),
     Program("actor.md", "actor.main", "actor.config:ActorConfig", "actor"),
-    Program("eval-actor.md", "actor.eval", "actor.eval:EvalConfig", "actor.eval"),
+    Program("eval-actor.md", "actor.eval", "actor.config:EvalConfig", "actor.eval"),
     Program("relay.md", "actor.relay", "actor.relay:RelayConfig", "actor.relay"),
 )
 
@@ -142,12 +142,16 @@ def flags_page(program: Program) -> Page:
         lines += ["## Its own flags", ""]
         lines += table(head, [flag_row(f) for f in every if f.name not in inherited])
         shared = next((p for p in PROGRAMS if config_class(p) is base), None)
+        shared = shared or next(  # a program whose class extends the same base
+            (p for p in PROGRAMS if p != program and issubclass(config_class(p), base)), None
+        )
         name = f"[`python -m {shared.prog}`]({shared.page})" if shared else base.__name__
         lines += ["", f"## The flags it shares with {name}", ""]
         lines += table(head, [flag_row(f) for f in every if f.name in inherited])
     retired = getattr(cls, "RETIRED", {})
     if retired:
-        lines += ["", "## Former flags", "", "Refused, with this message:", ""]
+        lines += ["", "## Flags it refuses", "", "Former flags, and those of other processes, "
+                  "refused with this message:", ""]  # fmt: skip
         rows = [(code("--" + n.replace("_", "-")), why) for n, why in sorted(retired.items())]
         lines += table(("flag", "what to do instead"), rows)
     return Page("\n".join(lines) + "\n", f"{len(every)} flags. {description}")

@@ -1,9 +1,11 @@
 """The checkpoint `make eval` plays: named, or found in a run directory (the best policy the eval
 actor kept, RUN/eval/best-policy.pt, else the latest checkpoint), loaded into a network, and
-checked against the env it is to play, every problem saying what to change."""
+checked against the env it is to play, every problem saying what to change; and the levels it
+plays when none are named: its run's (RUN/config.json), else those the checkpoint records."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,6 +31,47 @@ class Checkpoint(NamedTuple):
 class Chosen(NamedTuple):
     path: Path
     why: str  # how it was chosen, in a user's words
+
+
+class Levels(NamedTuple):
+    level: str  # a level set, as --levels takes it
+    source: str  # where it came from, in a user's words
+
+
+def run_played(checkpoint: Path, run_dir: Path | None) -> RunDir | None:
+    """The run played: the run dir named, else the one whose checkpoints/ or eval/ holds the
+    checkpoint, if any."""
+    if run_dir is not None:
+        return RunDir(run_dir)
+    parent = checkpoint.resolve().parent
+    run = RunDir(parent.parent)
+    return run if parent in (run.checkpoints, run.eval) else None
+
+
+def default_out(checkpoint: Path, run_dir: Path | None) -> Path:
+    """Where the results go: the eval/ of the run played, else of the checkpoint's directory."""
+    run = run_played(checkpoint, run_dir)
+    return run.eval if run is not None else RunDir(checkpoint.resolve().parent).eval
+
+
+def levels_to_play(given: str | None, run: RunDir | None, config: dict[str, Any]) -> Levels:
+    """The levels named (--levels); else the run's own, from its config.json (what its learner
+    trains now); else those the checkpoint's `config` records; else EnvSpec's."""
+    if given is not None:
+        return Levels(given, "as named")
+    if run is not None and run.config.is_file():
+        try:
+            level = json.loads(run.config.read_text()).get("level")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise EvalError(
+                f"cannot read the run's levels from {run.config} ({type(exc).__name__}: {exc}); "
+                "name the levels to play: LEVELS=world:1 (--levels)"
+            ) from exc
+        if isinstance(level, str) and level:
+            return Levels(level, f"the run's, from {run.config}")
+    if isinstance(level := config.get("level"), str) and level:
+        return Levels(level, "the run's, as the checkpoint records them")
+    return Levels(EnvSpec.level, "the default: neither a run config nor the checkpoint names any")
 
 
 def resolve_checkpoint(

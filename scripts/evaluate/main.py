@@ -6,7 +6,9 @@ the best episode of each level as a video and a still.
 
 With a run directory and no checkpoint named, the best policy the eval actor kept is played
 (RUN/eval/best-policy.pt, actor/best.py), or the latest checkpoint when there is none yet (or
-with --latest); the output says which file, why, and its policy version.
+with --latest); the output says which file, why, and its policy version. It plays the levels
+named (--levels, make's LEVELS), else the run's own: its config.json, the run dir's or that of the
+run whose checkpoints/ or eval/ holds the checkpoint, else the levels the checkpoint records.
 
 Both policies are played by default, EPISODES each on every level: `greedy` (argmax actions)
 first, then `sampled` (actions drawn from the policy, as the actors play, from a generator seeded
@@ -62,16 +64,19 @@ from actor.evaluation import NES_FPS, PERTURBATION, POLICIES, model_policy, pert
 from common.env import FrameEnv
 from common.env_spec import EnvSpec
 from common.levels import progress
-from common.model import DeviceUnavailable, resolve_device
-from common.rundir import RunDir
+from common.model import DeviceUnavailable, device_problem, resolve_device
+from common.rundir import RunDirError, make_writable
 from scripts.evaluate import matrix as em
 from scripts.evaluate import tables
 from scripts.evaluate.checkpoint import (
     Checkpoint,
     EvalError,
     check_compatible,
+    default_out,
+    levels_to_play,
     load_checkpoint,
     resolve_checkpoint,
+    run_played,
 )
 
 
@@ -89,9 +94,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--levels",
         "--level",
         dest="level",
-        default="1-1",
         help="levels: 1-1 | 1-1,1-2 | world:1 | all (a set; one stage is a set of one), or a "
-        "Gymnasium id",
+        "Gymnasium id (default: the run's own, from RUN/config.json, else those the checkpoint "
+        "records)",
     )
     p.add_argument(
         "--episodes", type=int, default=5, help="episodes to play with each policy on each level"
@@ -109,7 +114,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--no-greedy", dest="policy", action="store_const", const="sampled", help="--policy sampled"
     )
-    p.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"])
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="auto (the GPU if torch sees one), cpu, cuda or cuda:N (default: auto)",
+    )
     p.add_argument("--action-set", help="action set (default: the checkpoint's)")
     p.add_argument("--frame-size", type=int, help="frame size (default: the checkpoint's)")
     p.add_argument("--frame-skip", type=int, help="NES frames/step (default: the checkpoint's)")
@@ -163,15 +172,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--jobs must be >= 1, got {args.jobs}")
     if not 1 <= args.scale <= 8:
         p.error(f"--scale must be in [1, 8], got {args.scale}")
+    if problem := device_problem(args.device):
+        p.error(f"--{problem}")
     return args
-
-
-def _default_out(ckpt: Path, run_dir: Path | None) -> Path:
-    if run_dir is not None:
-        return RunDir(run_dir).eval
-    parent = ckpt.resolve().parent
-    run = RunDir(parent.parent)  # the checkpoint's run, if it is in one's checkpoints/ or eval/
-    return run.eval if parent in (run.checkpoints, run.eval) else RunDir(parent).eval
 
 
 def settings_of(args: argparse.Namespace, trained: dict[str, Any]) -> list[em.Setting]:
@@ -209,6 +212,9 @@ def _setup(
         )
     # said with the results; each --jobs worker plays the same file, and checks it is unchanged
     args.chosen, args.policy_version, args.checkpoint = chosen.why, ckpt.policy_version, chosen.path
+    if not checked:  # the levels, once: a --jobs worker is given them
+        levels = levels_to_play(args.level, run_played(chosen.path, args.run_dir), ckpt.config)
+        args.level, args.levels_from = levels
 
     def trained(name: str) -> object:  # the flag, else the run's setting, else the default
         given = getattr(args, name)
@@ -262,7 +268,7 @@ class Plan(NamedTuple):
 def plan_of(args: argparse.Namespace, checked: bool = False) -> Plan:
     ckpt, spec, device = _setup(args, checked)
     names = POLICIES if args.policy == "both" else (args.policy,)
-    out = args.out or _default_out(ckpt.path, args.run_dir)
+    out = args.out or default_out(ckpt.path, args.run_dir)
     fps = Fraction(NES_FPS, spec.frame_skip)
     return Plan(args, ckpt, spec, device, settings_of(args, ckpt.config), names, out, fps)
 
@@ -334,7 +340,12 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     and the Markdown."""
     plan = plan_of(args)
     ckpt, spec, settings, names, out = plan.ckpt, plan.spec, plan.settings, plan.names, plan.out
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        make_writable(out)
+    except RunDirError as exc:
+        raise EvalError(
+            f"{exc}; pass --out DIR (make's EVAL_ARGS=--out DIR) to write elsewhere"
+        ) from exc
     units = [(i, level) for i in range(len(settings)) for level in spec.levels]
     results, bests, video = [], [], None
     for r, best in play_all(plan, units):
@@ -347,7 +358,8 @@ def evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     matrix = em.tabulate(results)
     overall = {"policies": list(names), "episodes_per_policy": args.episodes}
     overall |= {"policy_version": ckpt.policy_version, "env_frames": ckpt.env_frames}
-    overall |= {"level": spec.level, "levels": list(spec.levels), "checkpoint": str(ckpt.path)}
+    overall |= {"level": spec.level, "levels": list(spec.levels), "levels_from": args.levels_from}
+    overall["checkpoint"] = str(ckpt.path)
     overall |= {"chosen": args.chosen, "best": ckpt.best}
     overall |= {"seed": args.seed, "device": str(plan.device), "out": str(out)}
     overall["settings"] = {s.name: s._asdict() for s in settings}
@@ -412,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     o = result["overall"]
-    print(f"{describe_checkpoint(o)} Levels {o['level']}.\n")
+    print(f"{describe_checkpoint(o)} Levels {o['level']} ({o['levels_from']}).\n")
     print(table)
     for b in result["best"]:
         print(f"best {b['setting']} episode on {b['level']}: {b['policy']} {b['episode']}: {b['path']} "

@@ -28,8 +28,10 @@ import os
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 from common.curve import make_keys
+from common.rundir import RunDirError, make_writable
 from scripts.checkout import ROOT
 from scripts.service import host as hosts
 from scripts.service import ports
@@ -46,6 +48,12 @@ def _exec(h: hosts.Host, args: argparse.Namespace) -> int:
 
 
 def _start(h: hosts.Host, args: argparse.Namespace) -> int:
+    try:  # supervisord's socket and logs, the learner's checkpoints: all in RUN
+        make_writable(Path(h.run))
+    except RunDirError as exc:
+        print(f"error: RUN={h.run}: {exc}; pass a RUN that can be made and written "
+              "(e.g. RUN=runs/NAME); nothing was started", file=sys.stderr)  # fmt: skip
+        return 2
     supervisor = Supervisor(h)
     # a supervisord of this run holds its ports itself: start() names it
     if supervisor.running_pid() is None and (why := ports.refusal(h, args.command)):

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.levels import LevelSetError, parse_levels
+from actor.config import TRAINING_ACTORS_ONLY
+from common.levels import LevelSetError, parse_levels, unregistered
 from common.rundir import RunDir, atomic_write
 from scripts.checkout import ROOT
 
@@ -62,7 +63,8 @@ class Host:
     actor_metrics_base: int = 9100  # actor i serves /metrics on BASE + i (0 = off)
     levels: str = "1-1"  # the run's level set (the learner's --level; actors are told it)
     frames: int = 0  # the run's length in env frames (the learner's --train-frames); 0 = endless
-    actor_args: str = ""  # more actor flags (the eval actor's too)
+    actor_args: str = ""  # more actor flags; the eval actor takes those it shares with them
+    eval_actor_args: str = ""  # more eval actor flags, after those of ACTOR_ARGS
     keys: str = ""  # CURVE keys made by `make keys` (empty = off)
     eval: bool | None = None  # the eval actor (EVAL_ACTOR_ID) runs here; None: as the learner
     # a weight relay (actor/relay.py) on 127.0.0.1:PORT+2 that this host's actors subscribe to;
@@ -122,12 +124,14 @@ class Host:
             out.append(f"N must be >= 1 and FIRST_ACTOR >= 0, got {self.n} and {self.first_actor}")
         if not 0 < self.port < 65535:
             out.append(f"PORT must be in [1, 65534] (PORT+1 is used too), got {self.port}")
-        if "'" in self.learner_args + self.actor_args:
-            out.append("LEARNER_ARGS and ACTOR_ARGS take no single quotes")
+        if "'" in self.learner_args + self.actor_args + self.eval_actor_args:
+            out.append("LEARNER_ARGS, ACTOR_ARGS and EVAL_ACTOR_ARGS take no single quotes")
         try:
             parse_levels(self.levels)
         except LevelSetError as exc:
             out.append(f"LEVELS: {exc}")
+        if self.learner_autostart:  # the learner would refuse it, after supervisord started
+            out += [f"LEVELS: {problem}" for problem in unregistered(self.levels)]
         root = os.fsencode(os.path.abspath(ROOT / self.run))
         sock = os.fsencode(os.path.abspath(ROOT / RunDir(self.run).supervisor_socket))
         if len(sock) > SOCKET_PATH_MAX:
@@ -280,7 +284,21 @@ def actor_argv(h: Host, actor_id: int) -> list[str]:
 def eval_argv(h: Host) -> list[str]:
     argv = _actor_common(h, h.eval_id, "actor.eval", h.eval_metrics_port)
     argv += ["--eval-dir", str(RunDir(h.run).eval)]
-    return argv + shlex.split(h.actor_args)  # the eval actor takes the actors' flags too
+    return argv + shared_with_eval(h.actor_args) + shlex.split(h.eval_actor_args)  # they win
+
+
+def shared_with_eval(actor_args: str) -> list[str]:
+    """The flags of ACTOR_ARGS that the eval actor takes too, each with its value: all but the
+    training actors' own (--num-envs, --lanes), so that one ACTOR_ARGS (--seed, --config, ...)
+    serves both, as it always did."""
+    own = {"--" + name.replace("_", "-") for name in TRAINING_ACTORS_ONLY}
+    out, dropping = [], False
+    for word in shlex.split(actor_args):
+        if word.startswith("--"):  # a flag; the words up to the next one are its value
+            dropping = word.partition("=")[0] in own
+        if not dropping:
+            out.append(word)
+    return out
 
 
 def relay_argv(h: Host) -> list[str]:

@@ -4,19 +4,23 @@ own command."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
 
 from actor import evaluation
-from actor.config import ActorConfig
-from actor.eval import EvalConfig
+from actor.config import ActorConfig, EvalConfig
 from actor.rollout import infer_and_act, split_lanes
 from common import config as config_io
 from common.env import FrameEnv
 from common.env_spec import EnvSpec
 from common.model import ActorCritic, ModelSpec
+from scripts.checkout import ROOT
 from tests.fakes import scripted_policy
+from tests.procs import free_port
 
 CORRIDOR = "tests.fakes:Corridor-v0"
 
@@ -149,18 +153,34 @@ def test_evaluation_never_starts_from_a_frontier_snapshot():
     env.close()
 
 
-def test_the_eval_actor_is_its_own_command_and_the_actor_has_no_eval_flags(capsys):
+def test_the_eval_actor_is_its_own_command_and_each_offers_only_the_flags_it_uses(capsys):
     cfg = config_io.load(
         EvalConfig,
-        ["--num-envs", "2", "--eval-interval-s", "5", "--eval-sampled-episodes", "0"],
+        ["--seed", "2", "--eval-interval-s", "5", "--eval-sampled-episodes", "0"],
         prog="actor.eval",
         description="",
-    )  # the actors' flags too: one ACTOR_ARGS serves both
-    assert (cfg.num_envs, cfg.eval_interval_s, cfg.eval_sampled_episodes) == (2, 5.0, 0)
+    )  # the link's flags, as the training actor's, and its own
+    assert (cfg.seed, cfg.eval_interval_s, cfg.eval_sampled_episodes) == (2, 5.0, 0)
     assert not any(name.startswith("eval") for name in ActorConfig.__dataclass_fields__)
     with pytest.raises(SystemExit):
         config_io.load(ActorConfig, ["--eval"], prog="actor", description="")
     assert "python -m actor.eval" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # it plays one env at a time, in one thread
+        config_io.load(EvalConfig, ["--num-envs", "2", "--lanes", "1"], prog="actor.eval",
+                       description="")  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--num-envs: the eval actor plays one env at a time" in err and "--lanes: " in err
+    assert "ACTOR_ARGS" in err
+    with pytest.raises(SystemExit) as exc:
+        config_io.load(EvalConfig, ["--help"], prog="actor.eval", description="")
+    assert exc.value.code == 0
+    shown = capsys.readouterr().out
+    assert "--eval-interval-s" in shown and "--seed" in shown
+    assert "--num-envs" not in shown and "--lanes" not in shown
+    with pytest.raises(SystemExit):  # meant for the eval actor: said where it goes
+        config_io.load(ActorConfig, ["--eval-interval-s", "20"], prog="actor", description="")
+    err = capsys.readouterr().err
+    assert "--eval-interval-s is the eval actor's" in err and "EVAL_ACTOR_ARGS" in err
     with pytest.raises(SystemExit):
         config_io.load(EvalConfig, ["--eval-sampled-episodes", "-1"], prog="actor.eval",
                        description="")  # fmt: skip
@@ -168,3 +188,16 @@ def test_the_eval_actor_is_its_own_command_and_the_actor_has_no_eval_flags(capsy
     with pytest.raises(SystemExit):  # its envs are the learner's, as the training actor's
         config_io.load(EvalConfig, ["--frame-skip", "2"], prog="actor.eval", description="")
     assert "set --frame-skip on the learner" in capsys.readouterr().err
+
+
+def test_an_eval_dir_that_cannot_be_made_is_refused_before_it_registers(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("a file where the eval dir would go\n")
+    for eval_dir in ("/proc/nope", str(taken)):
+        argv = [sys.executable, "-m", "actor.eval", "--eval-dir", eval_dir]
+        argv += ["--learner", f"127.0.0.1:{free_port(2)}"]  # nothing listens: it never gets there
+        out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, out.stderr
+        assert f"--eval-dir {eval_dir}: cannot make the directory {eval_dir}" in out.stderr
+        assert "pass an --eval-dir that can be made and written" in out.stderr
+        assert "Traceback" not in out.stderr

@@ -15,6 +15,7 @@ from common.levels import (
     parse_levels,
     progress,
     unmeasured,
+    unregistered,
 )
 
 
@@ -51,6 +52,32 @@ def test_every_bad_part_is_named_with_what_is_allowed():
     assert "an empty part" in message
     assert "'tests.fakes:Corridor-v0'" in message  # a Gymnasium id cannot join a set
     assert "'1-1'" not in message  # good parts are not blamed
+
+
+@pytest.mark.parametrize("text", ["1-5", "9-9", "0-1", "10-1", "1-1,1-5"])
+def test_a_name_shaped_like_a_stage_that_is_none_is_refused_not_taken_for_a_gym_id(text):
+    with pytest.raises(LevelSetError, match=r"not a stage W-S \(1-1 to 8-4\)"):
+        parse_levels(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("Nope-v0", "'Nope-v0' is neither a stage nor a registered Gymnasium id"),
+        ("tests.fakes:Nope-v0", "nor a Gymnasium id that module 'tests.fakes' registers"),
+        ("no_such_env_module:Nope-v0", "module 'no_such_env_module' cannot be imported"),
+    ],
+)
+def test_a_gym_id_gymnasium_cannot_make_is_named_with_what_levels_takes(text, problem):
+    (found,) = unregistered(text)
+    assert problem in found and "LEVELS (the learner's --level) takes stages 1-1 to 8-4" in found
+
+
+@pytest.mark.parametrize(
+    "text", ["1-1", "world:1,4-1", "all", "tests.fakes:Corridor-v0", "CartPole-v1", "CartPole"]
+)
+def test_stages_and_registered_gym_ids_are_known(text):
+    assert unregistered(text) == []  # an unversioned id: gymnasium makes its newest
 
 
 def test_uniform_draws_every_level_about_equally_and_repeats_with_its_seed():

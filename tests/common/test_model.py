@@ -159,3 +159,12 @@ def test_device_auto_is_cuda_when_torch_sees_it_and_cuda_without_it_names_the_fl
     else:
         with pytest.raises(DeviceUnavailable, match=r"--device cuda:0 .*pass --device cpu"):
             resolve_device("cuda:0")
+
+
+def test_a_cuda_index_torch_does_not_see_or_no_device_name_is_refused_saying_what_to_pass():
+    count = torch.cuda.device_count()
+    seen = "no CUDA device" if count == 0 else f"{count} CUDA device(s), cuda:0 to cuda:{count - 1}"
+    with pytest.raises(DeviceUnavailable, match=rf"--device cuda:{count} asked for, .*{seen}"):
+        resolve_device(f"cuda:{count}")
+    with pytest.raises(DeviceUnavailable, match=r"must be auto, cpu, cuda or cuda:N.*'cuda:x'"):
+        resolve_device("cuda:x")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from learner.config import LearnerConfig
 
 
@@ -45,3 +47,24 @@ def test_a_cutoff_below_the_unroll_length_is_refused_with_the_flags_to_change():
         assert any("set --no-progress-steps to 0 or >= 32" in p for p in problems), problems
     for fine in (0, 32):
         assert LearnerConfig(no_progress_steps=fine, unroll_length=32).problems() == []
+
+
+def test_a_device_is_auto_cpu_cuda_or_cuda_with_an_index():
+    for device in ("auto", "cpu", "cuda", "cuda:0", "cuda:12"):
+        assert LearnerConfig(device=device).problems() == []
+    for device in ("gpu", "cuda:x", "cuda:", "cuda:0:1"):  # cuda:x once passed, then crashed
+        assert LearnerConfig(device=device).problems() == [
+            f"device must be auto, cpu, cuda or cuda:N (N: a GPU's index, from 0), got {device!r}"
+        ]
+
+
+def test_a_level_that_is_neither_a_stage_nor_a_registered_gym_id_is_refused():
+    from common import config as config_io
+    from common.config import ConfigError
+
+    for level, problem in (("1-5", "'1-5': not a stage W-S"), ("9-9", "'9-9': not a stage W-S"),
+                           ("Nope-v0", "neither a stage nor a registered Gymnasium id")):  # fmt: skip
+        with pytest.raises(ConfigError) as exc:
+            config_io.from_dict(LearnerConfig, {"level": level})
+        assert any(problem in p for p in exc.value.problems), exc.value.problems
+    assert LearnerConfig(level="tests.fakes:Corridor-v0").problems() == []

@@ -1,10 +1,13 @@
 """Starting a learner where something is already taken: a clear error naming the flag to change,
-exit status 1, no traceback, and the run directory free again for the next start."""
+exit status 1, no traceback, and the run directory free again for the next start; a run
+directory that cannot be made is refused as a bad flag is (exit status 2)."""
 
 from __future__ import annotations
 
 import re
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -90,3 +93,14 @@ def test_cuda_asked_for_where_there_is_none_is_refused_with_the_flag_to_change(t
     assert code == 1, out
     assert "--device cuda asked for, but torch sees no CUDA device; pass --device cpu" in out
     assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("run_dir", ["/proc/nope", "/dev/null/run"])
+def test_a_run_dir_that_cannot_be_made_is_refused_with_the_flag_to_change(run_dir):
+    argv = [sys.executable, "-m", "learner", "--run-dir", run_dir, "--port", str(free_port(2))]
+    argv += ["--metrics-port", "0", "--device", "cpu"]
+    out = subprocess.run(argv, cwd=procs.ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert f"--run-dir {run_dir}: cannot make the directory {run_dir}" in out.stderr
+    assert "pass a --run-dir that can be made and written" in out.stderr
+    assert "Traceback" not in out.stderr

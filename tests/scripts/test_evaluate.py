@@ -294,3 +294,44 @@ def test_refuses_fewer_than_one_job(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         evaluate.main(["--run-dir", str(tmp_path), "--jobs", "0"])
     assert exc.value.code == 2 and "--jobs must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_make_eval_takes_a_cuda_device_by_index(tmp_path):
+    """DEVICE=cuda:N, as the learner takes it: played where torch sees that GPU, else refused
+    naming the device and what to pass, before anything is written."""
+    make_run(tmp_path / "run")
+    cmd = ["make", "--no-print-directory", "-o", "install", "eval", f"PY={sys.executable}"]
+    cmd += [f"RUN={tmp_path / 'run'}", f"LEVELS={CORRIDOR}", "EPISODES=1", "POLICY=greedy"]
+    cmd += ["PERTURB=0", "DEVICE=cuda:1", "EVAL_ARGS=--no-video"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if torch.cuda.device_count() > 1:
+        assert proc.returncode == 0, proc.stderr
+        summary = json.loads((tmp_path / "run/eval/summary.json").read_text())
+        assert summary["overall"]["device"] == "cuda:1"
+        return
+    assert "usage:" not in proc.stderr and "invalid choice" not in proc.stderr
+    seen = "no CUDA device" if torch.cuda.device_count() == 0 else "1 CUDA device(s)"
+    assert f"error: --device cuda:1 asked for, but torch sees {seen}" in proc.stderr
+    assert "pass --device" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "run/eval").exists()
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda:x", "cuda:-1", "cuda1"])
+def test_a_device_that_is_no_device_is_refused_naming_the_choices(tmp_path, capsys, device):
+    with pytest.raises(SystemExit) as exc:
+        evaluate.main(["--run-dir", str(tmp_path), "--device", device])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert (
+        f"--device must be auto, cpu, cuda or cuda:N (N: a GPU's index, from 0), got {device!r}"
+        in err
+    )
+
+
+def test_an_out_dir_that_cannot_be_made_is_refused_naming_out(tmp_path, capsys):
+    make_run(tmp_path / "run")
+    argv = ["--run-dir", str(tmp_path / "run"), "--level", CORRIDOR, "--out", "/proc/nope"]
+    assert evaluate.main([*argv, "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "error: cannot make the directory /proc/nope" in err
+    assert "pass --out DIR (make's EVAL_ARGS=--out DIR)" in err

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from supervisor.options import ServerOptions
 
-from actor.config import ActorConfig
-from actor.eval import EvalConfig
+from actor.config import ActorConfig, EvalConfig
 from actor.relay import RelayConfig
 from common import config as config_io
 from common.curve import make_keys
@@ -108,7 +107,8 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
         "LEVELS": "1-2,world:4",
         "FRAMES": 5_000_000,
         "LEARNER_ARGS": "--batch-chunks 2 --seed 3",
-        "ACTOR_ARGS": "--num-envs 1",
+        "ACTOR_ARGS": "--num-envs 1 --lanes=1 --seed 5",
+        "EVAL_ACTOR_ARGS": "--eval-interval-s 20 --log-level DEBUG",
     }
     train = supervisord_commands("train", variables, monkeypatch)
     up = supervisord_commands("up", variables, monkeypatch)
@@ -132,6 +132,7 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
     assert learner.run_dir == str(tmp_path / "run")
     actor = config_io.load(ActorConfig, train["actor-17"][3:], prog="actor", description="")
     assert (actor.actor_id, actor.learner, actor.num_envs) == (17, "127.0.0.1:6000", 1)
+    assert (actor.lanes, actor.seed, actor.log_level) == (1, 5, "INFO")
     assert (actor.metrics_port, actor.curve_dir) == (9117, f"{keys}/actor-17")
     assert train["eval"][1:3] == ["-m", "actor.eval"]
     evaluator = config_io.load(EvalConfig, train["eval"][3:], prog="actor.eval", description="")
@@ -139,6 +140,9 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
     assert (evaluator.actor_id, evaluator.metrics_port) == (hosts.EVAL_ACTOR_ID, 9119)
     assert evaluator.curve_dir == f"{keys}/actor-{hosts.EVAL_ACTOR_ID}"
     assert evaluator.eval_dir == str(tmp_path / "run" / "eval")
+    # ACTOR_ARGS's flags it shares (not the training actors' own), then EVAL_ACTOR_ARGS
+    assert "--num-envs" not in train["eval"] and "--lanes=1" not in train["eval"]
+    assert (evaluator.seed, evaluator.eval_interval_s, evaluator.log_level) == (5, 20.0, "DEBUG")
 
     # actors on another host than the learner's: a relay, which each actor takes weights from
     remote = {**variables, "LEARNER": "10.0.0.5:6000"}
@@ -155,6 +159,21 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
     )
     actor = config_io.load(ActorConfig, far["actor-17"][3:], prog="actor", description="")
     assert (actor.learner, actor.weights_from) == ("10.0.0.5:6000", "127.0.0.1:6002")
+
+
+@pytest.mark.parametrize(
+    ("actor_args", "shared"),
+    [
+        ("--num-envs 2 --seed 3", ["--seed", "3"]),
+        ("--lanes=1 --config run.toml --num-envs 8", ["--config", "run.toml"]),
+        ("--seed 1 --lanes 1", ["--seed", "1"]),
+        ("", []),
+    ],
+)
+def test_the_eval_actor_takes_the_actor_args_it_shares(actor_args, shared):
+    assert hosts.shared_with_eval(actor_args) == shared
+    h = hosts.Host(actor_args=actor_args, eval_actor_args="--seed 9").resolved()
+    assert hosts.eval_argv(h)[-len(shared) - 2 :] == [*shared, "--seed", "9"]  # its own win
 
 
 def test_make_commands_prints_what_make_train_starts(tmp_path, monkeypatch):

@@ -96,9 +96,10 @@ def test_defaults_and_settings_from_the_environment():
         Host.from_env({"MARIO_N": "many", "MARIO_EVAL": "yes"})
     assert "MARIO_N='many': expected an integer" in str(e.value)
     assert "MARIO_EVAL='yes': expected true or false" in str(e.value)
-    assert Host(actor_args="--seed '1'").resolved().problems() == [
-        "LEARNER_ARGS and ACTOR_ARGS take no single quotes"
-    ]
+    for quoted in ({"actor_args": "--seed '1'"}, {"eval_actor_args": "--seed '1'"}):
+        assert Host(**quoted).resolved().problems() == [
+            "LEARNER_ARGS, ACTOR_ARGS and EVAL_ACTOR_ARGS take no single quotes"
+        ]
 
 
 def test_make_actors_runs_the_actors_alone():
