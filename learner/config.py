@@ -6,7 +6,6 @@ import ipaddress
 from dataclasses import dataclass, fields, replace
 from typing import Annotated, Literal
 
-from common import curve
 from common.config import (
     Count,
     Ge,
@@ -24,7 +23,6 @@ from common.config import option as _f
 from common.env_spec import ACTION_SETS, PERTURBATION, ActionSet, EnvSpec
 from common.levels import LevelSetError, parse_levels
 from common.model import Arch, Core, ModelSpec
-from learner import tensorboard
 from learner.batch_size import BatchSize
 
 Precision = Literal["fp32", "bf16"]
@@ -148,6 +146,10 @@ class LearnerConfig:
         return parse_levels(self.level)
 
     def problems(self) -> list[str]:
+        # imported here: the config, and the IO-free update that reads it, load no zmq or metrics
+        from common import curve
+        from learner import tensorboard
+
         out = self.env_spec().problems()
         cutoff, T = self.no_progress_steps, self.unroll_length
         if 0 < cutoff < T:
