@@ -102,11 +102,12 @@ class BestKeeper:
 
     def keep(
         self, s: Score, model: torch.nn.Module, env: EnvSpec, policy_version: int,
-        judged_by: Mapping[str, Any],
+        env_frames: int, judged_by: Mapping[str, Any],
     ) -> bool:  # fmt: skip
         """Write `model`'s weights as the best if `s` beats the best so far; whether it did.
-        `env`: the run's env settings (unperturbed); `judged_by`: the episodes behind `s`
-        (their policy and perturbation)."""
+        `env`: the run's env settings (unperturbed); `env_frames`: the run's at `policy_version`
+        (its weights message's); `judged_by`: the episodes behind `s` (their policy and
+        perturbation)."""
         if not self.beats(s):
             return False
         if self.best is not None and set(self.best.levels) != set(s.levels):
@@ -116,7 +117,7 @@ class BestKeeper:
             "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
             "model_spec": model.spec.to_wire(),
             "policy_version": policy_version,
-            "env_frames": -1,  # not known to the eval actor
+            "env_frames": env_frames,
             "config": env.to_wire(),
             "best": {
                 "score": s.value,

@@ -99,6 +99,7 @@ class EvalActor:
         self.policies: dict[str, Policy] = {}  # greedy and sampled play of that model
         self._pending: wire.Weights | None = None
         self.version = -1
+        self.env_frames = -1  # the run's env frames at `version`, as its weights say
         self.keeper = BestKeeper(self.out_dir / BEST_POLICY)  # the best so far, if any
         if self.keeper.best is not None:
             metrics.best_score.set(self.keeper.best.score)
@@ -171,6 +172,7 @@ class EvalActor:
         if self._pending is not None:
             load_weights(self.model, self._pending)
             self.version = self._pending.policy_version
+            self.env_frames = self._pending.env_frames
             self._pending = None
 
     def stop(self, *_: object) -> None:
@@ -219,7 +221,8 @@ class EvalActor:
         setting = perturbed(self.spec)
         judged_by = {"policy": policy, "sticky_actions": setting.sticky_actions}
         judged_by["noop_max"] = setting.noop_max
-        if not self.keeper.keep(s, self.model, self.spec, self.version, judged_by):
+        kept = self.keeper.keep(s, self.model, self.spec, self.version, self.env_frames, judged_by)
+        if not kept:
             return
         self.metrics.best_score.set(s.value)
         self.metrics.best_policy_version.set(self.version)

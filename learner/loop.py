@@ -201,7 +201,7 @@ class TrainLoop:
         cfg = self.cfg
         self.telemetry.started(self.totals)  # before any registration is answered
         self.ingest.start()
-        self.publisher.offer(self.learner.updates, self.model)
+        self.publisher.offer(self.learner.updates, self.model, self.totals.env_frames)
         last_publish = last_checkpoint = time.monotonic()
         log.info("listening on %s:%d (weights on %d), device %s",
                  cfg.host, cfg.port, cfg.port + 1, self.device)  # fmt: skip
@@ -256,7 +256,7 @@ class TrainLoop:
                 )  # fmt: skip
             now = time.monotonic()
             if now - last_publish >= PUBLISH_INTERVAL_S:
-                self.publisher.offer(self.learner.updates, self.model)
+                self.publisher.offer(self.learner.updates, self.model, self.totals.env_frames)
                 last_publish = now
             if now - last_checkpoint >= cfg.checkpoint_interval_s:
                 self.save_checkpoint()

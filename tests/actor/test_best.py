@@ -94,18 +94,20 @@ def test_a_worse_score_never_replaces_a_better_best_and_a_restart_reads_it_back(
     keeper = best.BestKeeper(path)
     assert keeper.best is None
     env = EnvSpec(level="1-1", action_set="simple")
-    assert keeper.keep(score_of(0.6), model(1), env, 10, JUDGED_BY)
-    assert keeper.keep(score_of(0.8), model(2), env, 20, JUDGED_BY)
+    assert keeper.keep(score_of(0.6), model(1), env, 10, 10 * 512, JUDGED_BY)
+    assert keeper.keep(score_of(0.8), model(2), env, 20, 20 * 512, JUDGED_BY)
     kept = path.read_bytes()
-    assert not keeper.keep(score_of(0.5), model(3), env, 30, JUDGED_BY)  # worse
-    assert not keeper.keep(score_of(0.8), model(4), env, 40, JUDGED_BY)  # a tie keeps the older
+    assert not keeper.keep(score_of(0.5), model(3), env, 30, 30 * 512, JUDGED_BY)  # worse
+    assert not keeper.keep(
+        score_of(0.8), model(4), env, 40, 40 * 512, JUDGED_BY
+    )  # a tie keeps the older
     assert path.read_bytes() == kept
 
     restarted = best.BestKeeper(path)  # a new eval actor on the same directory
     assert restarted.best == best.Best(0.8, 20, ("1-1",))
-    assert not restarted.keep(score_of(0.7), model(5), env, 50, JUDGED_BY)
+    assert not restarted.keep(score_of(0.7), model(5), env, 50, 50 * 512, JUDGED_BY)
     assert path.read_bytes() == kept
-    assert restarted.keep(score_of(0.9), model(6), env, 60, JUDGED_BY)
+    assert restarted.keep(score_of(0.9), model(6), env, 60, 60 * 512, JUDGED_BY)
     assert best.BestKeeper(path).best == best.Best(0.9, 60, ("1-1",))
     assert [p.name for p in path.parent.iterdir()] == ["best-policy.pt"]  # no temp file left
 
@@ -113,9 +115,9 @@ def test_a_worse_score_never_replaces_a_better_best_and_a_restart_reads_it_back(
 def test_a_best_of_another_level_set_is_replaced(tmp_path):
     path = tmp_path / "best-policy.pt"
     keeper = best.BestKeeper(path)
-    assert keeper.keep(score_of(0.9), model(1), EnvSpec(level="1-1"), 10, JUDGED_BY)
+    assert keeper.keep(score_of(0.9), model(1), EnvSpec(level="1-1"), 10, 10 * 512, JUDGED_BY)
     other = score_of(0.3, ("1-1", "1-2"))
-    assert keeper.keep(other, model(2), EnvSpec(level="1-1,1-2"), 20, JUDGED_BY)
+    assert keeper.keep(other, model(2), EnvSpec(level="1-1,1-2"), 20, 20 * 512, JUDGED_BY)
     assert best.BestKeeper(path).best == best.Best(0.3, 20, ("1-1", "1-2"))
 
 
@@ -124,16 +126,16 @@ def test_a_file_that_is_not_a_best_is_replaced_by_the_first_best(tmp_path):
     path.write_bytes(b"not a checkpoint")
     keeper = best.BestKeeper(path)
     assert keeper.best is None
-    assert keeper.keep(score_of(0.1), model(1), EnvSpec(), 1, JUDGED_BY)
+    assert keeper.keep(score_of(0.1), model(1), EnvSpec(), 1, 1 * 512, JUDGED_BY)
 
 
 def test_the_best_file_is_a_checkpoint_make_eval_plays_with_its_weights_and_env(tmp_path):
     path = tmp_path / "best-policy.pt"
     net = model(7)
     env = EnvSpec(level="1-1", action_set="simple", frame_skip=4, no_progress_steps=60)
-    best.BestKeeper(path).keep(score_of(0.7), net, env, 33, JUDGED_BY)
+    best.BestKeeper(path).keep(score_of(0.7), net, env, 33, 33 * 512, JUDGED_BY)
     ckpt = load_checkpoint(path)
-    assert ckpt.policy_version == 33 and ckpt.env_frames == -1
+    assert ckpt.policy_version == 33 and ckpt.env_frames == 33 * 512  # the weights message's
     assert ckpt.trained_action_set == "simple" and ckpt.config["no_progress_steps"] == 60
     assert ckpt.best["score"] == 0.7 and ckpt.best["policy"] == "sampled"
     for name, tensor in net.state_dict().items():
