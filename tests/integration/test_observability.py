@@ -236,7 +236,7 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
                 [
                     *(PY, "-m", "actor.eval", "--learner", f"127.0.0.1:{port}"),
                     *("--actor-id", "2", "--metrics-port", str(eval_metrics)),
-                    *("--eval-interval-s", "1"),
+                    *("--eval-interval-s", "1", "--eval-challenge-episodes", "1"),
                     *("--eval-dir", str(tmp_path / "eval")),
                 ],
                 logs[4],
