@@ -47,7 +47,7 @@
 ## METRICS_HOST: the address every /metrics server binds
 ## LEARNER_METRICS_PORT: the learner's /metrics port
 ## ACTOR_METRICS_BASE: actor i serves /metrics on ACTOR_METRICS_BASE+i (0: off)
-## TARGETS: the Prometheus file_sd list of this host's actors that make train, actors and up write
+## TARGETS: the directory where make train, actors, up and learner write this run's Prometheus file_sd lists, one per kind of process, named after RUN
 ## KEYS: the CURVE keys directory make keys writes (empty: CURVE off, and make keys writes runs/keys); a non-loopback HOST needs it
 ##@ Evaluate and report (docs/EVALUATION.md)
 ## eval: RUN's kept best policy (RUN/eval/best-policy.pt, else its latest checkpoint), or CKPT, on every level of the run (or of LEVELS), EPISODES per policy and level
@@ -198,7 +198,8 @@ reference: install
 # the learner, which owns every run setting: actors (make actors too) take theirs from it.
 # A second run on this machine needs its own RUN and ports (PORT, LEARNER_METRICS_PORT,
 # ACTOR_METRICS_BASE): train, up and actors refuse ports in use before starting anything, naming
-# each one, its holder and free values to pass (docs/MONITORING.md).
+# each one, its holder and free values to pass (docs/MONITORING.md). Each run lists its own
+# processes for Prometheus in runs/targets, so make prometheus scrapes both.
 RUN ?= runs/default
 LEVEL ?= 1-1
 LEVELS ?= $(LEVEL)
@@ -295,8 +296,9 @@ MONITOR_ARGS ?=
 monitor: install
 	$(PY) -m scripts.monitor $(MONITOR_ARGS)
 
-# Prometheus in the foreground (Ctrl-C stops it) on 127.0.0.1:9090: scrapes the learner on :9000
-# and the actors that make actors / make train list in runs/targets/actors.json, evaluates
+# Prometheus in the foreground (Ctrl-C stops it) on 127.0.0.1:9090: scrapes the learners, actors,
+# eval actors and relays that each run's make train / up / actors / learner lists in runs/targets
+# (learner-RUN.json, actors-RUN.json, ...; scripts/service/targets.py), evaluates
 # deploy/prometheus/alerts.yml, keeps its data in runs/prometheus. Needs the prometheus binary
 # (Debian/Ubuntu: apt-get install prometheus). PROMETHEUS_ARGS passes more flags.
 PROMETHEUS_ARGS ?=

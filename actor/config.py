@@ -111,6 +111,9 @@ class EvalConfig(ActorLink):
     eval_window: PositiveInt = _f(
         10, "episodes averaged in mario_eval_* gauges and in each level's score"
     )
+    eval_challenge_episodes: PositiveInt = _f(
+        30, "fresh episodes a nominated policy and the kept best each play (over the levels)"
+    )
 
     RETIRED: ClassVar[dict[str, str]] = {
         **ActorLink.RETIRED,

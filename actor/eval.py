@@ -6,7 +6,9 @@ but sends no chunks; it takes the flags of the link to the learner that the trai
 and its own `--eval-*` (actor/config.py's EvalConfig). Every `eval_interval_s` it plays
 one level of the set in turn, through the training actor's own path (actor/evaluation.py),
 perturbed and from the level's start; it exports `mario_eval_*` per level and policy, keeps each
-level's best episode and the best policy (actor/best.py). docs/EVALUATION.md, "The eval actor".
+level's best episode and the best policy: a window score above the kept one's nominates the
+policy, which then plays fresh episodes against the kept policy (actor/best.py has the rule).
+docs/EVALUATION.md, "The eval actor".
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from actor.best import BestKeeper, policy_score
+from actor.best import BestKeeper, Score, challenge_plan, episodes_score, policy_score
 from actor.config import EvalConfig
 from actor.evaluation import (
     NES_FPS,
@@ -66,6 +68,9 @@ class EvalActor:
         self.envs: dict[str, FrameEnv] = {}  # level -> its env, built at the level's first turn
         self.players: dict[str, EpisodePlayer] = {}  # level -> its env's player, for the model
         self.counts = {"greedy": cfg.eval_episodes, "sampled": cfg.eval_sampled_episodes}
+        self.judge = "sampled" if self.counts["sampled"] else "greedy"  # the policy that scores
+        # level -> its judging episodes since the last challenge: a window nominates once
+        self.unjudged: dict[str, int] = {}
         # (level, policy) -> its last episodes, and the best of their mean max x so far
         self.windows: dict[tuple[str, str], deque[EpisodeSummary]] = {}
         self.best_mean_max_x: dict[tuple[str, str], float] = {}
@@ -74,6 +79,7 @@ class EvalActor:
         self.policies: dict[str, Policy] = {}  # greedy and sampled play of that model
         self._pending: wire.Weights | None = None
         self.version = -1
+        self.env_frames = -1  # the run's env frames at `version`, as its weights say
         self.keeper = BestKeeper(self.out_dir / BEST_POLICY)  # the best so far, if any
         if self.keeper.best is not None:
             metrics.best_score.set(self.keeper.best.score)
@@ -109,6 +115,7 @@ class EvalActor:
         self.envs, self.players = {}, {}  # the players step the old envs
         self.spec, self.levels = spec, spec.levels
         for level in self.levels:
+            self.unjudged.setdefault(level, 0)
             for name in self.counts:
                 if (level, name) in self.windows:
                     continue
@@ -131,10 +138,10 @@ class EvalActor:
         if self.model is not None and spec == self.model.spec:
             return
         self.model = ActorCritic(spec).eval()
-        sampler = np.random.default_rng([self.cfg.seed, self.cfg.actor_id])  # reproducible
+        self.sampler = np.random.default_rng([self.cfg.seed, self.cfg.actor_id])  # reproducible
         self.policies = {
-            "greedy": model_policy(self.model, greedy=True, rng=sampler),
-            "sampled": model_policy(self.model, greedy=False, rng=sampler),
+            "greedy": model_policy(self.model, greedy=True, rng=self.sampler),
+            "sampled": model_policy(self.model, greedy=False, rng=self.sampler),
         }
         self.players = {}  # their lanes hold core states of the old network's size
         self._pending = None  # the old network's weights
@@ -146,6 +153,7 @@ class EvalActor:
         if self._pending is not None:
             load_weights(self.model, self._pending)
             self.version = self._pending.policy_version
+            self.env_frames = self._pending.env_frames
             self._pending = None
 
     def stop(self, *_: object) -> None:
@@ -184,28 +192,80 @@ class EvalActor:
 
     def _judge(self) -> None:
         """Score the policy on each level's window of sampled episodes (greedy ones when no
-        sampled are played); keep its weights if the score beats the best so far."""
-        policy = "sampled" if self.counts["sampled"] else "greedy"
-        windows = {level: self.windows[level, policy] for level in self.levels}
+        sampled are played); a score above the kept one's, on windows that nominated no policy
+        before, makes the policy a candidate: it is challenged."""
+        windows = {level: self.windows[level, self.judge] for level in self.levels}
         s = policy_score(windows, self.cfg.eval_window)
         if s is None:  # a window not yet full
             return
         self.metrics.score.set(s.value)
-        setting = perturbed(self.spec)
-        judged_by = {"policy": policy, "sticky_actions": setting.sticky_actions}
-        judged_by["noop_max"] = setting.noop_max
-        if not self.keeper.keep(s, self.model, self.spec, self.version, judged_by):
+        refreshed = min(self.unjudged[level] for level in self.levels) >= self.cfg.eval_window
+        if refreshed and self.keeper.nominates(s):
+            self._challenge(s)
+
+    def _challenge(self, window: Score) -> None:
+        """The candidate (the weights being played, which stay as they are until it ends) and
+        the kept policy play the same number of fresh episodes of each level; the better mean is
+        kept (actor/best.py). Abandoned when the actor stops or the learner's network changes."""
+        self.unjudged = dict.fromkeys(self.levels, 0)
+        candidate, version, env_frames = self.model, self.version, self.env_frames
+        rival = self.keeper.rival(candidate.spec, self.levels)
+        plan = challenge_plan(self.levels, self.cfg.eval_challenge_episodes)
+        kept = self.keeper.best if rival is not None else None
+        log.info(
+            "challenge: v%d (window score %.3f) %s, %d fresh %s episodes each", version,
+            window.value, f"against the kept v{kept.policy_version} ({kept.score:.3f})" if kept
+            else "alone (no comparable best kept)", sum(plan.values()), self.judge,
+        )  # fmt: skip
+        fresh = self._play_fresh(candidate, plan)
+        defended = (
+            {} if rival is None or fresh is None else self._play_fresh(rival, plan, candidate)
+        )
+        if fresh is None or defended is None:
+            log.info("challenge of v%d abandoned", version)
             return
-        self.metrics.best_score.set(s.value)
-        self.metrics.best_policy_version.set(self.version)
-        self.metrics.bests.inc()
-        log.info("best policy so far: v%d, score %.3f, in %s", self.version, s.value,
-                 self.keeper.path)  # fmt: skip
+        ours = episodes_score(fresh)
+        theirs = episodes_score(defended) if defended else None
+        setting = perturbed(self.spec)
+        judged_by = {"policy": self.judge, "sticky_actions": setting.sticky_actions}
+        judged_by["noop_max"] = setting.noop_max
+        won = self.keeper.settle(
+            ours, theirs, window, candidate, self.spec, version, env_frames, judged_by
+        )
+        best = self.keeper.best
+        self.metrics.best_score.set(best.score)
+        self.metrics.best_policy_version.set(best.policy_version)
+        if won:
+            self.metrics.bests.inc()
+        log.info(
+            "challenge of v%d: %.3f against %s: %s; best policy v%d, score %.3f, in %s", version,
+            ours.value, "nothing kept" if theirs is None else f"{theirs.value:.3f} for the kept",
+            "kept" if won else "the kept one stays", best.policy_version, best.score,
+            self.keeper.path,
+        )  # fmt: skip
+
+    def _play_fresh(
+        self, model: ActorCritic, plan: dict[str, int], candidate: ActorCritic | None = None
+    ) -> dict[str, list[EpisodeSummary]] | None:
+        """`plan[level]` episodes of each level played by `model` as the judging policy plays;
+        None once stopping or the learner's network is no longer the candidate's."""
+        candidate = candidate or model
+        policy = model_policy(model, greedy=self.judge == "greedy", rng=self.sampler)
+        played: dict[str, list[EpisodeSummary]] = {}
+        for level, n in plan.items():
+            played[level] = []
+            for _ in range(n):
+                if self.stopping or self.model is not candidate:
+                    return None
+                episode = self._player(level).play(policy, lambda: self.link.poll(0))
+                played[level].append(episode.summary)
+        return played
 
     def _record(self, level: str, policy: str, played: Episode) -> None:
         m, episode = self.metrics, played.summary
         window = self.windows[level, policy]
         window.append(episode)
+        self.unjudged[level] += policy == self.judge
         n = len(window)
         mean_max_x = sum(e.max_x for e in window) / n
         key = (level, policy)

@@ -33,8 +33,8 @@ WEIGHTS_SILENCE_S = 3.0  # broadcasts silent this long while the learner is ahea
 
 
 def load_weights(model: torch.nn.Module, weights: wire.Weights) -> None:
-    """Copy broadcast weights (float32 or float16 on the wire) into `model`."""
-    state = {k: torch.from_numpy(np.array(v, np.float32)) for k, v in weights.tensors.items()}
+    """Copy broadcast weights (float32 on the wire) into `model`."""
+    state = {k: torch.from_numpy(np.array(v)) for k, v in weights.tensors.items()}
     model.load_state_dict(state)
 
 

@@ -18,7 +18,6 @@ WIRE_DTYPES = {
     "bool": np.dtype("?"),
     "uint8": np.dtype("u1"),
     "int32": np.dtype("<i4"),
-    "float16": np.dtype("<f2"),
     "float32": np.dtype("<f4"),
 }
 WIRE_DTYPE_NAMES = {dt.str: name for name, dt in WIRE_DTYPES.items()}
@@ -119,14 +118,15 @@ def exact_keys(where: str, mapping: dict, expected: frozenset[str]) -> None:
         raise ProtocolError(f"{where}: missing {missing}, unexpected [{', '.join(extra)}]")
 
 
-def check_tensors(where: str, tensors: object, *, allowed: tuple[str, ...]) -> None:
+def check_tensors(where: str, tensors: object) -> None:
+    """Weights: name -> float32 array (the only dtype weights travel in)."""
     if type(tensors) is not dict:
         raise ProtocolError(f"{where} must be a dict of name -> array")
     for name, tensor in tensors.items():
         check_str(f"{where} name", name, max_len=MAX_NAME_CHARS, nonempty=True)
-        if not isinstance(tensor, np.ndarray) or tensor.dtype.str not in allowed:
+        if not isinstance(tensor, np.ndarray) or tensor.dtype != WIRE_DTYPES["float32"]:
             got = tensor.dtype if isinstance(tensor, np.ndarray) else type(tensor).__name__
-            raise ProtocolError(f"{where}[{name!r}] must be a float32 or float16 array, got {got}")
+            raise ProtocolError(f"{where}[{name!r}] must be a float32 array, got {got}")
 
 
 def values_equal(x: object, y: object) -> bool:
@@ -161,7 +161,8 @@ def check_array(where: str, a: object, dtype_name: str) -> np.ndarray:
 def decode_arrays(
     kind: str, specs: object, frames: Sequence[Buffer], limits: Limits, fixed: dict[str, str] | None
 ) -> dict[str, np.ndarray]:
-    """Array frames as read-only views; `fixed` maps each required name to its dtype."""
+    """Array frames as read-only views; `fixed` maps each required name to its dtype (None: any
+    names, each float32, as weights travel)."""
     if type(specs) is not list:
         raise ProtocolError(f"{kind} header 'a' must be a list, got {type(specs).__name__}")
     if kind not in ("chunk", "weights") and specs:
@@ -187,7 +188,7 @@ def decode_arrays(
             raise ProtocolError(f"{where} appears twice")
         if fixed is not None and name not in fixed:
             raise ProtocolError(f"{where} is not a {kind} array; expected {sorted(fixed)}")
-        allowed = (fixed[name],) if fixed is not None else ("float32", "float16")
+        allowed = (fixed[name],) if fixed is not None else ("float32",)
         if type(dtype_name) is not str or dtype_name not in allowed:
             raise ProtocolError(f"{where} dtype {dtype_name!r:.40} not allowed; expected {allowed}")
         dims = check_shape(where, shape, limits)

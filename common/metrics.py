@@ -327,9 +327,9 @@ class EvalMetrics(_Metrics):
         _M("best_max_x", Gauge, "mario_eval_best_max_x", "Best mean max x of the last perturbed eval episodes so far.", ("level", "policy")),
         _M("progress", Gauge, "mario_eval_progress", "Mean progress of the last perturbed eval episodes: max x as a share of the level's length (0-1; levels of known length only).", ("level", "policy")),
         _M("score", Gauge, "mario_eval_score", "The policy's score: mean over levels of the mean progress of each level's last perturbed sampled eval episodes (mean max x for a level of unknown length); NaN until every level's window is full."),
-        _M("best_score", Gauge, "mario_eval_best_score", "Score of the best policy kept (RUN/eval/best-policy.pt); NaN before the first."),
+        _M("best_score", Gauge, "mario_eval_best_score", "Score of the best policy kept (RUN/eval/best-policy.pt): its mean over the fresh episodes of its latest challenge (actor/best.py); NaN before the first."),
         _M("best_policy_version", Gauge, "mario_eval_best_policy_version", "Policy version of the best policy kept; -1 before the first."),
-        _M("bests", Counter, "mario_eval_bests", "Best policies written (each beat the one before)."),
+        _M("bests", Counter, "mario_eval_bests", "Best policies written (each won a challenge against the one before)."),
     )
     # fmt: on
 

@@ -40,7 +40,8 @@ from common._wire_checks import (
 # 2: chunks carry last_actions; 3: the Welcome the network and unroll length, chunks final_t; 4:
 # weights the level schedule's weights; 5: chunks core_state; 6: chunks each step's level; 7: the
 # Welcome the env spec, the registration none; 8: episodes their start_x (frontier starts); 9:
-# weights the actors' level draw weights (level sampling)
+# weights the actors' level draw weights (level sampling), float32 only (float16, which nothing
+# sent, refused) and the run's env frames
 PROTOCOL_VERSION = 9
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
@@ -143,14 +144,16 @@ class Weights:
 
     TYPE: ClassVar[str] = "weights"
     policy_version: int  # >= 0
-    tensors: dict[str, np.ndarray] = field(repr=False)  # name -> float32 or float16, any shape
+    env_frames: int  # >= 0, the run's env frames when the learner reached this version
+    tensors: dict[str, np.ndarray] = field(repr=False)  # name -> float32, any shape
     model_spec: dict[str, str | int | float | bool]  # flat
     # level -> weight with which actors draw an episode's level ({} = every level alike)
     level_weights: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_int("weights.policy_version", self.policy_version)
-        check_tensors("weights.tensors", self.tensors, allowed=("<f4", "<f2"))
+        check_int("weights.env_frames", self.env_frames)
+        check_tensors("weights.tensors", self.tensors)
         check_spec("weights.model_spec", self.model_spec)
         check_level_weights("weights.level_weights", self.level_weights)
 

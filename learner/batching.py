@@ -9,12 +9,15 @@ selecting sequences is indexing it, for every array alike.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
 
-from common import chunk, wire
+from common import chunk
+
+if TYPE_CHECKING:  # the update batches chunks without loading the wire's msgpack
+    from common import wire
 
 
 class HostChunk(NamedTuple):

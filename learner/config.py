@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, fields, replace
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
-from common import curve
 from common.config import (
     Count,
     Ge,
@@ -24,14 +23,20 @@ from common.config import option as _f
 from common.env_spec import ACTION_SETS, PERTURBATION, ActionSet, EnvSpec
 from common.levels import LevelSetError, parse_levels, unregistered
 from common.model import Arch, Core, ModelSpec, device_problem
-from learner import tensorboard
-from learner.batch_size import BatchSize
+from learner import batch_size
+from learner.batch_size import DEFAULT_WAIT_S, BatchSize
 
 Precision = Literal["fp32", "bf16"]
 LevelSampling = Literal["uniform", "value-error"]
 # A run of one level starts this share of its episodes near the frontier; a set none, as on World 1
 # they bought no progress (docs/WHY-DEFAULTS.md).
 ONE_LEVEL_FRONTIER_STARTS = 0.25
+
+
+_BATCH_SIZE = (
+    "the batch size is one flag now: --batch-chunks MIN-MAX (e.g. 4-8, the default: all queued "
+    "once MIN are, at most MAX) or --batch-chunks N (always N)"
+)
 
 
 @dataclass(frozen=True)
@@ -76,10 +81,12 @@ class LearnerConfig:
     )
     precision: Precision = _f("fp32", "the network's training precision: fp32 | bf16 (autocast)")
     unroll_length: PositiveInt = _f(32, "agent steps per chunk (T), sent to the actors")
-    min_batch_chunks: PositiveInt = _f(4, "an update waits for this many chunks, takes all queued")
-    max_batch_chunks: PositiveInt = _f(8, "most chunks per update (queue_chunks must hold them)")
-    batch_wait_s: NonNegative = _f(2.0, "after this long, train on the chunks there are (>= 1)")
-    batch_chunks: PositiveInt | None = _f(None, "sets --min- and --max-batch-chunks (none = unset)")
+    batch_chunks: str = _f(
+        "4-8", "chunks per update: MIN-MAX, all queued once MIN are, at most MAX; N: always N"
+    )
+    batch_wait_s: NonNegative | None = _f(
+        None, f"a MIN-MAX batch trains on fewer (>= 1) after this long (none = {DEFAULT_WAIT_S})"
+    )
     learning_rate: Positive = _f(1e-3, "Adam learning rate (at the start, when annealed)")
     lr_anneal_frames: Count = _f(
         1_500_000, "the rate falls linearly over these env frames (0 = flat)"
@@ -118,6 +125,11 @@ class LearnerConfig:
     seed: Count = _f(0, "random seed")
     log_level: LogLevel = _f("INFO", "logging level")
 
+    RETIRED: ClassVar[dict[str, str]] = {
+        "min_batch_chunks": _BATCH_SIZE,
+        "max_batch_chunks": _BATCH_SIZE,
+    }
+
     @property
     def num_actions(self) -> int:
         return len(ACTION_SETS[self.action_set])
@@ -135,8 +147,12 @@ class LearnerConfig:
 
     def resolved(self) -> LearnerConfig:
         """The config as run, each default that depends on other settings given its value: what
-        RUN/config.json records."""
-        return replace(self, frontier_starts=self.env_spec().frontier_starts)
+        RUN/config.json records (a pinned batch's wait stays none: it has none)."""
+        size = self.batch_size()
+        return replace(
+            self, frontier_starts=self.env_spec().frontier_starts,
+            batch_wait_s=None if size.pinned else size.wait_s,
+        )  # fmt: skip
 
     def model_spec(self) -> ModelSpec:
         try:
@@ -149,16 +165,19 @@ class LearnerConfig:
         )  # fmt: skip
 
     def batch_size(self) -> BatchSize:
-        """The batch-size limits, with --batch-chunks N read as min = max = N."""
-        n = self.batch_chunks
-        lo, hi = (n, n) if n is not None else (self.min_batch_chunks, self.max_batch_chunks)
-        return BatchSize(lo, hi, self.batch_wait_s)
+        """The batch-size limits of --batch-chunks and --batch-wait-s (learner/batch_size.py);
+        ValueError where problems() has one."""
+        return batch_size.parse(self.batch_chunks, self.batch_wait_s)
 
     @property
     def levels(self) -> tuple[str, ...]:
         return parse_levels(self.level)
 
     def problems(self) -> list[str]:
+        # imported here: the config, and the IO-free update that reads it, load no zmq or metrics
+        from common import curve
+        from learner import tensorboard
+
         out = self.env_spec().problems() + unregistered(self.level)
         cutoff, T = self.no_progress_steps, self.unroll_length
         if 0 < cutoff < T:
@@ -196,33 +215,17 @@ class LearnerConfig:
         return out + self._batch_problems()
 
     def _batch_problems(self) -> list[str]:
-        out = []
-        n = self.batch_chunks
-        defaults = {f.name: f.default for f in fields(self)}
-        given = (self.min_batch_chunks, self.max_batch_chunks)
-        if n is not None and given not in (
-            (n, n),
-            (defaults["min_batch_chunks"], defaults["max_batch_chunks"]),
-        ):
-            out.append(
-                f"batch_chunks ({n}) sets min and max batch chunks, but min_batch_chunks "
-                f"({given[0]}) and max_batch_chunks ({given[1]}) are given too: give "
-                "--batch-chunks or --min/--max-batch-chunks, not both"
-            )
-        size = self.batch_size()
-        if size.max_chunks < size.min_chunks:
-            out.append(
-                f"max_batch_chunks ({size.max_chunks}) must be >= min_batch_chunks "
-                f"({size.min_chunks}): raise --max-batch-chunks or lower --min-batch-chunks"
-            )
-        elif self.queue_chunks < size.max_chunks:
-            name = "batch_chunks" if n is not None else "max_batch_chunks"
-            out.append(
-                f"queue_chunks ({self.queue_chunks}) must be >= {name} ({size.max_chunks}), or a "
-                f"batch could never fill: raise --queue-chunks to {size.max_chunks} or lower "
-                f"--{name.replace('_', '-')}"
-            )
-        return out
+        try:
+            size = self.batch_size()
+        except ValueError as exc:
+            return [str(exc)]
+        if self.queue_chunks < size.max_chunks:
+            return [
+                f"queue_chunks ({self.queue_chunks}) must be >= the most chunks an update takes "
+                f"({size.max_chunks}, --batch-chunks {self.batch_chunks}), or a batch could never "
+                f"fill: raise --queue-chunks to {size.max_chunks} or lower --batch-chunks"
+            ]
+        return []
 
 
 def _loopback(host: str) -> bool:

@@ -205,7 +205,9 @@ class TrainLoop:
         cfg = self.cfg
         self.telemetry.started(self.totals)  # before any registration is answered
         self.ingest.start()
-        self.publisher.offer(self.learner.updates, self.model, self._level_weights())
+        self.publisher.offer(
+            self.learner.updates, self.model, self.totals.env_frames, self._level_weights()
+        )
         last_publish = last_checkpoint = time.monotonic()
         log.info("listening on %s:%d (weights on %d), device %s",
                  cfg.host, cfg.port, cfg.port + 1, self.device)  # fmt: skip
@@ -265,7 +267,9 @@ class TrainLoop:
                     stats.level_steps[:n].tolist(), stats.level_value_error[:n].tolist()
                 )
             if now - last_publish >= PUBLISH_INTERVAL_S:
-                self.publisher.offer(self.learner.updates, self.model, self._level_weights())
+                self.publisher.offer(
+                    self.learner.updates, self.model, self.totals.env_frames, self._level_weights()
+                )
                 last_publish = now
             if now - last_checkpoint >= cfg.checkpoint_interval_s:
                 self.save_checkpoint()

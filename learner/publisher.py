@@ -29,19 +29,24 @@ class Publisher:
         self.send = send  # Ingest.publish: the frames of one message
         self.spent = spent
         self.model_spec = model_spec
-        self._slot: tuple[int, dict[str, torch.Tensor], dict[str, float]] | None = None
+        self._slot: tuple[int, int, dict[str, torch.Tensor], dict[str, float]] | None = None
         self._cond = threading.Condition()
         self._stop = False
         self.thread = threading.Thread(target=self._run, name="publisher", daemon=True)
         self.thread.start()
 
     def offer(
-        self, version: int, model: torch.nn.Module, level_weights: dict[str, float] | None = None
+        self,
+        version: int,
+        model: torch.nn.Module,
+        env_frames: int,
+        level_weights: dict[str, float] | None = None,
     ) -> None:
-        """Broadcast `model` as `version`, with the actors' level draw weights ({}: alike)."""
+        """Publish `model` as policy `version`, which the run reached at `env_frames`, with the
+        actors' level draw weights ({}: alike)."""
         snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}  # on-device copy
         with self._cond:
-            self._slot = (version, snapshot, dict(level_weights or {}))
+            self._slot = (version, env_frames, snapshot, dict(level_weights or {}))
             self._cond.notify()
 
     def _run(self) -> None:
@@ -51,15 +56,15 @@ class Publisher:
                     self._cond.wait()
                 if self._stop:
                     return
-                version, snapshot, level_weights = self._slot
+                version, env_frames, snapshot, level_weights = self._slot
                 self._slot = None
             t0 = time.thread_time()
             tensors = {
                 k: v.cpu().numpy().astype(np.float32, copy=False) for k, v in snapshot.items()
             }
             msg = wire.Weights(
-                policy_version=version, tensors=tensors, model_spec=self.model_spec,
-                level_weights=level_weights,
+                policy_version=version, env_frames=env_frames, tensors=tensors,
+                model_spec=self.model_spec, level_weights=level_weights,
             )  # fmt: skip
             frames = wire.encode(msg)
             self.spent(time.thread_time() - t0)

@@ -43,8 +43,9 @@ def next_epochs(
     compute_s: float,
 ) -> int:
     """The pass count for the next update, after one of `current` passes that ended with
-    `queued_chunks` waiting, `batch_chunks` the most one update takes (--max-batch-chunks), and
-    `wait_s`, `compute_s` the loop's time waiting for its data and computing it."""
+    `queued_chunks` waiting, `batch_chunks` the most one update takes (--batch-chunks N, or
+    MIN-MAX's MAX), and `wait_s`, `compute_s` the loop's time waiting for its data and computing
+    it."""
     cap, floor = epoch_cap(limits), limits.min_epochs
     if queued_chunks >= batch_chunks:
         return max(floor, min(cap, current - 1))

@@ -277,15 +277,20 @@ def _best_policy(run_dir: Path) -> list[str]:
     state = read_best(path)
     if state is None:
         return ["## Best policy kept", "", f"None yet (`{path}`): the eval actor keeps one once "
-                "every level's window of perturbed episodes is full.", ""]  # fmt: skip
+                "every level's window of perturbed episodes is full and the policy it nominates "
+                "has played its challenge's fresh episodes.", ""]  # fmt: skip
     b = state["best"]
     saved = _utc(b["saved_at"]) if _is_number(b.get("saved_at")) else "?"
+    frames = state.get("env_frames", -1)
+    at = f" at {frames:,} env frames" if isinstance(frames, int) and frames >= 0 else ""
+    # a best kept before challenges was judged on its window, its last episodes
+    which = "fresh" if b.get("judged_on") == "challenge" else "last"
     lines = [
         "## Best policy kept",
         "",
-        f"`{path}`: policy v{state.get('policy_version', '?')}, score {b['score']:.3f} (the mean "
-        f"over levels of the mean progress of the last {b.get('episodes_per_level', '?')} "
-        f"{b.get('policy', 'sampled')} episodes, perturbed: sticky actions "
+        f"`{path}`: policy v{state.get('policy_version', '?')}{at}, score {b['score']:.3f} (the "
+        f"mean over levels of the mean progress of {b.get('episodes_per_level', '?')} {which} "
+        f"{b.get('policy', 'sampled')} episodes per level, perturbed: sticky actions "
         f"{b.get('sticky_actions', '?')}, no-op starts 0..{b.get('noop_max', '?')}), saved {saved}. "
         "`make eval` plays it when no checkpoint is named.",
         "",

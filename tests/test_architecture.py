@@ -88,6 +88,19 @@ def test_the_learner_never_loads_the_emulator():
     assert out.returncode == 0, out.stderr
 
 
+def test_the_update_loads_no_io():
+    """learner/update.py is the learner's logic without IO: importing it (and the config it reads,
+    the batches it trains on) loads no sockets, wire format or metrics."""
+    code = (
+        "import sys, learner.update\n"
+        "io = ('zmq', 'prometheus_client', 'msgpack')\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in io)\n"
+        "assert not bad, bad"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
 def test_no_import_circle_between_files():
     graph = project_graph()
     state: dict[str, int] = {}  # 1: on the current path, 2: done

@@ -24,7 +24,7 @@ class Checkpoint(NamedTuple):
     trained_action_set: str | None
     config: dict[str, Any]
     policy_version: int
-    env_frames: int  # -1: not known (a best policy the eval actor kept)
+    env_frames: int  # -1: not known (a best policy kept by a release before weights carried them)
     best: dict[str, Any] | None = None  # a kept best's score and the figures behind it
 
 

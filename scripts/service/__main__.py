@@ -4,7 +4,8 @@ The host's settings come from the MARIO_* environment variables (scripts/service
 sets them from its variables of the same names, systemd from /etc/mario-impala/env).
 
     exec learner | actor ID | eval    become that process (supervisord's programs, the systemd
-                                      units, `make learner`); --print shows its command instead
+                                      units, `make learner`; the learner writes its Prometheus
+                                      targets file first); --print shows its command instead
     commands                          every process this host runs, with its command line
     up                                supervisord in the background (`make up`)
     train                             supervisord in the foreground with the status line (`make train`)
@@ -12,8 +13,10 @@ sets them from its variables of the same names, systemd from /etc/mario-impala/e
     down                              stop everything, the learner last, and wait (`make down`)
     status                            supervisorctl status (`make status`)
     keys                              CURVE key pairs for them, in KEYS or runs/keys (`make keys`)
-    targets                           their Prometheus file_sd lists, in TARGETS and beside it (what
-                                      make up writes; the systemd actor unit's ExecStartPre)
+    targets                           their Prometheus file_sd lists, one file per kind in the
+                                      TARGETS directory, named after the run (what make up writes;
+                                      the systemd actor unit's ExecStartPre); train and down
+                                      remove them when the processes stop
 
 up, train and actors first check every port the host's processes will bind (PORT, PORT+1, the
 learner's and the actors' metrics ports; scripts/service/ports.py): when one is in use, say by
@@ -36,6 +39,7 @@ from scripts.checkout import ROOT
 from scripts.service import host as hosts
 from scripts.service import ports
 from scripts.service.supervisor import CONF, Supervisor, SupervisorError
+from scripts.service.targets import remove_targets, write_targets
 from scripts.service.watch import Watcher
 
 
@@ -44,6 +48,11 @@ def _exec(h: hosts.Host, args: argparse.Namespace) -> int:
     if args.print:
         print(shlex.join(argv))
         return 0
+    if args.role == "learner":  # `make learner` too: Prometheus finds the learner of any run
+        try:
+            write_targets(h, roles=("learner",))
+        except OSError as exc:  # a learner that cannot list itself still trains
+            print(f"warning: no Prometheus targets file for the learner: {exc}", file=sys.stderr)
     os.execv(argv[0], argv)  # the pid supervisord or systemd watches becomes the process itself
 
 
@@ -61,14 +70,17 @@ def _start(h: hosts.Host, args: argparse.Namespace) -> int:
         return 2
     foreground = args.command != "up"
     supervisor.start(foreground=foreground)
-    for path in hosts.write_targets(h):
+    for path in write_targets(h):
         print(f"Prometheus targets: {path}", file=sys.stderr)
     names, logs = ", ".join(hosts.commands(h)), supervisor.run.logs
     if not foreground:
         print(f"supervisord runs {names} for {h.run}; logs in {logs}/; make status, make down")
         return 0
     print(f"{args.command}: {names}; logs in {logs}/; Ctrl-C stops", file=sys.stderr)
-    return Watcher(h, supervisor).run(args.grace_s)
+    try:
+        return Watcher(h, supervisor).run(args.grace_s)
+    finally:
+        remove_targets(h)  # Prometheus stops scraping a run that has stopped
 
 
 def _down(h: hosts.Host, args: argparse.Namespace) -> int:
@@ -79,6 +91,7 @@ def _down(h: hosts.Host, args: argparse.Namespace) -> int:
         print(f"supervisord is not running for {h.run}")
         return 0
     if supervisor.shutdown(args.timeout_s):
+        remove_targets(h)
         print("stopped: every process has exited")
         return 0
     print(
@@ -112,7 +125,7 @@ def _keys(h: hosts.Host, args: argparse.Namespace) -> int:
 
 
 def _targets(h: hosts.Host, args: argparse.Namespace) -> int:
-    for path in hosts.write_targets(h):
+    for path in write_targets(h):
         print(f"Prometheus targets: {path}")
     return 0
 

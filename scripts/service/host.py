@@ -10,7 +10,6 @@ that depend on what else runs on the host (`one_lane`, `learner_threads`) are ap
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shlex
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from actor.config import TRAINING_ACTORS_ONLY
 from common.levels import LevelSetError, parse_levels, unregistered
-from common.rundir import RunDir, atomic_write
+from common.rundir import RunDir
 from scripts.checkout import ROOT
 
 SOCKET_PATH_MAX = 107  # bytes in a Unix socket's path (sun_path holds 108 with its NUL)
@@ -70,7 +69,7 @@ class Host:
     # a weight relay (actor/relay.py) on 127.0.0.1:PORT+2 that this host's actors subscribe to;
     # None: when they reach a learner on another host and there are two or more of them
     relay: bool | None = None
-    targets: str = "runs/targets/actors.json"  # Prometheus file_sd list of this host's actors
+    targets: str = "runs/targets"  # the directory of the Prometheus file_sd lists (targets.py)
     cores: int = dataclasses.field(default_factory=_cores)  # CPUs this host gives its processes
 
     @classmethod
@@ -124,6 +123,12 @@ class Host:
             out.append(f"N must be >= 1 and FIRST_ACTOR >= 0, got {self.n} and {self.first_actor}")
         if not 0 < self.port < 65535:
             out.append(f"PORT must be in [1, 65534] (PORT+1 is used too), got {self.port}")
+        if self.targets.endswith(".json"):
+            out.append(
+                f"TARGETS={self.targets!r} names a file: TARGETS is the directory each run writes "
+                "its Prometheus targets files into (learner-, actors-, eval-, relay-RUN.json); "
+                f"pass TARGETS={str(Path(self.targets).parent)!r}"
+            )
         if "'" in self.learner_args + self.actor_args + self.eval_actor_args:
             out.append("LEARNER_ARGS, ACTOR_ARGS and EVAL_ACTOR_ARGS take no single quotes")
         try:
@@ -327,35 +332,3 @@ def argv_for(h: Host, role: str, actor_id: int | None = None) -> list[str]:
     if role == "actor" and actor_id is not None and actor_id >= 0:
         return actor_argv(h, actor_id)
     raise ValueError(f"expected learner, relay, eval or actor ID, got {role} {actor_id}")
-
-
-# ---- Prometheus targets ----------------------------------------------------------------------
-
-
-def write_targets(h: Host) -> list[Path]:
-    """This host's actors (and eval actor, in eval.json beside it; its relay, in relay.json) as
-    Prometheus file_sd lists; nothing when the actors serve no metrics. Written whole or not at
-    all."""
-    if not h.actor_metrics_base:
-        return []
-    host = "127.0.0.1" if h.metrics_host in ("0.0.0.0", "::") else h.metrics_host
-    path = Path(h.targets)
-    base = h.actor_metrics_base
-    lists = {path: ("mario-actor", "actor_id", {i: base + i for i in h.actor_ids})}
-    if h.eval:
-        lists[path.with_name("eval.json")] = (
-            "mario-eval",
-            "actor_id",
-            {h.eval_id: h.eval_metrics_port},
-        )
-    if h.relay:  # labelled by the first actor it serves, which names the host's actors
-        relay = {h.first_actor: h.relay_metrics_port}
-        lists[path.with_name("relay.json")] = ("mario-relay", "first_actor", relay)
-    for target, (job, label, by_id) in lists.items():
-        entries = [
-            {"targets": [f"{host}:{port}"], "labels": {"job": job, label: str(i)}}
-            for i, port in by_id.items()
-        ]
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, (json.dumps(entries, indent=2) + "\n").encode())
-    return list(lists)

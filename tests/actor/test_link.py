@@ -93,7 +93,9 @@ def test_weights_from_a_learner_that_went_back_to_an_older_checkpoint_are_taken(
 
     def weights(version: int) -> list[bytes]:
         spec = {"arch": "small"}
-        return wire.encode(wire.Weights(policy_version=version, tensors={}, model_spec=spec))
+        return wire.encode(
+            wire.Weights(policy_version=version, env_frames=0, tensors={}, model_spec=spec)
+        )
 
     try:
         got = pump(link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r))

@@ -28,7 +28,10 @@ def test_weights_are_forwarded_byte_for_byte_and_anything_else_is_dropped_and_co
     actor.setsockopt(zmq.SUBSCRIBE, b"")
     actor.connect(f"tcp://127.0.0.1:{relay_port}")
     weights = wire.Weights(
-        policy_version=7, tensors={"w": np.arange(6, dtype=np.float32)}, model_spec={}
+        policy_version=7,
+        env_frames=7_168,
+        tensors={"w": np.arange(6, dtype=np.float32)},
+        model_spec={},
     )
     frames = wire.encode(weights)
     try:

@@ -28,7 +28,7 @@ ENVS.append(dataclasses.replace(ENVS[0], frame_skip=2))
 
 def weights(spec: ModelSpec) -> wire.Weights:
     tensors = {k: v.numpy() for k, v in ActorCritic(spec).state_dict().items()}
-    return wire.Weights(policy_version=1, tensors=tensors, model_spec=spec.to_wire())
+    return wire.Weights(policy_version=1, env_frames=0, tensors=tensors, model_spec=spec.to_wire())
 
 
 class FakeLearner:

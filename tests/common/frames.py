@@ -42,15 +42,16 @@ def sample_messages() -> list:
         WeightsRequest(have_version=-1),
         Weights(
             policy_version=9,
+            env_frames=36_864,
             tensors={
                 "conv.weight": np.arange(24, dtype=np.float32).reshape(2, 3, 2, 2),
-                "conv.bias": np.ones(2, dtype=np.float16),
+                "conv.bias": np.ones(2, dtype=np.float32),
                 "scale": np.array(0.5, dtype=np.float32),  # 0-d
                 "empty": np.zeros((0, 4), dtype=np.float32),
             },
             model_spec={"arch": "impala_cnn"},
         ),
-        Weights(policy_version=0, tensors={}, model_spec={}),
+        Weights(policy_version=0, env_frames=0, tensors={}, model_spec={}),
         make_chunk(0),
         make_chunk(1, T=1, K=1, A=1),
         make_chunk(2, T=8, K=4, H=3, W=4, A=12),

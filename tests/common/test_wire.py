@@ -129,6 +129,31 @@ def test_bool_is_not_int_and_int_is_not_bool():
     rejects(with_header(frames, header), "refuse.fatal", "must be a bool")
 
 
+def test_weights_travel_as_float32_only():
+    """Nothing sends float16 weights: a message of them is refused on either side, by name."""
+    half = {"conv.bias": np.ones(2, dtype=np.float16)}
+    with pytest.raises(ProtocolError, match=r"weights.tensors\['conv.bias'\] must be a float32"):
+        Weights(policy_version=1, env_frames=0, tensors=half, model_spec={})
+    full = Weights(
+        policy_version=1, env_frames=0, tensors={"conv.bias": np.ones(2, np.float32)}, model_spec={}
+    )
+    frames = as_bytes(encode(full))
+    header = header_of(frames)
+    header["a"][0][1] = "float16"
+    frames[1] = np.ones(2, np.float16).tobytes()
+    rejects(with_header(frames, header), "weights.tensors['conv.bias'] dtype 'float16' not allowed")
+
+
+def test_weights_carry_the_runs_env_frames():
+    w = Weights(policy_version=3, env_frames=4_096, tensors={}, model_spec={})
+    assert decode(encode(w)).env_frames == 4_096
+    header = header_of(encode(w))
+    header["f"]["env_frames"] = -1
+    rejects([msgpack.packb(header)], "weights.env_frames", "out of range")
+    del header["f"]["env_frames"]
+    rejects([msgpack.packb(header)], "missing ['env_frames']")
+
+
 def test_nan_and_negative_scalars():
     frames = encode(Heartbeat(sent_time=1.0, policy_version=0))
     header = header_of(frames)

@@ -167,21 +167,22 @@ def test_the_env_file_repeats_no_default_but_the_paths_systemd_needs():
 
 
 def test_the_actor_unit_writes_the_prometheus_targets_where_it_may(tmp_path):
-    """Under systemd nothing else writes them: each actor unit does as it starts, to the env
-    file's MARIO_TARGETS, in the one directory its sandbox lets it write."""
+    """Under systemd nothing else writes them: each actor unit does as it starts, into the env
+    file's MARIO_TARGETS, the one directory its sandbox lets it write."""
     unit = _settings((SYSTEMD / "mario-actor@.service").read_text())
     assert "ExecStartPre" in unit, "the actor unit writes no Prometheus targets"
     env_file = _env_file()
-    targets = Path(env_file["MARIO_TARGETS"])
-    assert targets.parent == Path("/var/lib") / unit["StateDirectory"]
+    assert Path(env_file["MARIO_TARGETS"]) == Path("/var/lib") / unit["StateDirectory"]
     command = unit["ExecStartPre"].replace(f"{INSTALLED}/.venv/bin/python", sys.executable)
-    written = tmp_path / "targets" / "actors.json"
+    written = tmp_path / "targets"
     env = {"PATH": "/usr/bin:/bin", **env_file, "MARIO_N": "3", "MARIO_FIRST_ACTOR": "16"}
     env |= {"MARIO_TARGETS": str(written), "MARIO_RUN": str(tmp_path / "run")}
     subprocess.run(shlex.split(command), cwd=ROOT, env=env, check=True, timeout=120)
-    actors = json.loads(written.read_text())
-    assert [(t["targets"], t["labels"]["actor_id"]) for t in actors] == [
+    lists = {p.name.split("-")[0]: json.loads(p.read_text()) for p in written.iterdir()}
+    assert sorted(lists) == ["actors", "eval", "learner"]  # the learner runs on this host
+    assert [(t["targets"], t["labels"]["actor_id"]) for t in lists["actors"]] == [
         ([f"127.0.0.1:{9100 + i}"], str(i)) for i in (16, 17, 18)
     ]
-    (evaluator,) = json.loads((written.parent / "eval.json").read_text())
+    (evaluator,) = lists["eval"]
     assert evaluator["targets"] == ["127.0.0.1:9119"]  # the port after the last actor's
+    assert [t["targets"] for t in lists["learner"]] == [["127.0.0.1:9000"]]

@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from scripts.ports import free_ports
-from scripts.service.host import Host, write_targets
+from scripts.service.host import Host
+from scripts.service.targets import write_targets
 from tests.deploy import dashboard as d
 
 ROOT = d.ROOT
@@ -114,14 +115,14 @@ def sample_value(text: str, name: str) -> float:
 # ---- the Prometheus config under test ----------------------------------------------------------
 
 
-def prometheus_config(learner_metrics: int, targets_dir: Path) -> str:
+def prometheus_config(targets_dir: Path) -> str:
     """deploy/prometheus/prometheus.yml with this test's ports, targets and a 1 s scrape."""
     text = (DEPLOY / "prometheus.yml").read_text()
     replacements = {
         "scrape_interval: 5s": "scrape_interval: 1s",
         "scrape_timeout: 4s": "scrape_timeout: 1s",
         "evaluation_interval: 5s": "evaluation_interval: 1s",
-        '"127.0.0.1:9000"': f'"127.0.0.1:{learner_metrics}"',
+        "../../runs/targets/learner*.json": str(targets_dir / "learner*.json"),
         "../../runs/targets/actors*.json": str(targets_dir / "actors*.json"),
         "../../runs/targets/eval*.json": str(targets_dir / "eval*.json"),
         "../../runs/targets/relay*.json": str(targets_dir / "relay*.json"),
@@ -166,14 +167,15 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
     relay_port = port + 8  # actor 1 takes its weights from a relay, as on an actor host
     targets = tmp_path / "targets"
     host = Host(
-        n=2, actor_metrics_base=actor_metrics, targets=str(targets / "actors.json"), relay=True
-    ).resolved()
+        run=str(tmp_path / "run"), n=2, learner_metrics_port=learner_metrics,
+        actor_metrics_base=actor_metrics, targets=str(targets), relay=True,
+    ).resolved()  # fmt: skip
     relay_metrics = host.relay_metrics_port  # after the eval actor's: port + 6
     assert relay_metrics == port + 6
     written = write_targets(host)
-    assert written == [targets / "actors.json", targets / "eval.json", targets / "relay.json"]
+    assert [p.name.split("-")[0] for p in written] == ["learner", "actors", "eval", "relay"]
     config = tmp_path / "prometheus.yml"
-    config.write_text(prometheus_config(learner_metrics, targets))
+    config.write_text(prometheus_config(targets))
     check = subprocess.run(
         ["promtool", "check", "config", str(config)], capture_output=True, text=True, timeout=60
     )
@@ -234,7 +236,7 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
                 [
                     *(PY, "-m", "actor.eval", "--learner", f"127.0.0.1:{port}"),
                     *("--actor-id", "2", "--metrics-port", str(eval_metrics)),
-                    *("--eval-interval-s", "1"),
+                    *("--eval-interval-s", "1", "--eval-challenge-episodes", "1"),
                     *("--eval-dir", str(tmp_path / "eval")),
                 ],
                 logs[4],
@@ -299,7 +301,8 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
         for q in gpu:
             assert results[q] == [], f"{q.title}: {results[q]} without a GPU"
 
-        # Scrape targets: the learner, and both actors from the file_sd file scripts/service writes.
+        # Scrape targets: the learner, both actors, the eval actor and the relay, each from the
+        # file_sd list scripts/service writes for its run, labelled with the run.
         active = api(prom, "targets", state="active")["activeTargets"]
         by_job = {}
         for t in active:
@@ -310,6 +313,7 @@ def test_dashboard_queries_return_data_from_a_live_run(tmp_path: Path):
             (t["scrapeUrl"], t["lastError"]) for t in active
         ]
         assert len(by_job["mario-learner"]) == 1
+        assert {t["labels"]["run"] for t in active} == {"run"}
 
         # The names users and alerts rely on, with their types.
         metadata = api(prom, "metadata")

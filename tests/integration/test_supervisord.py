@@ -104,7 +104,7 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
         "PORT": port,
         "LEARNER_METRICS_PORT": lport,
         "ACTOR_METRICS_BASE": abase,
-        "TARGETS": tmp_path / "targets.json",
+        "TARGETS": tmp_path / "targets",
         "N": 4,
         "DEVICE": "cpu",
         "LEARNER_ARGS": LEARNER_ARGS,
@@ -120,8 +120,8 @@ def test_supervisord_keeps_training_through_kills_and_stops_cleanly(tmp_path):
     try:
         make("up", settings)
         supervisord_pid = int(layout.supervisord_pid.read_text())
-        targets = (tmp_path / "targets.json").read_text()  # Prometheus file_sd of the actors
-        assert all(f"127.0.0.1:{abase + i}" in targets for i in range(4))
+        (actors,) = (tmp_path / "targets").glob("actors-run-*.json")  # Prometheus file_sd
+        assert all(f"127.0.0.1:{abase + i}" in actors.read_text() for i in range(4))
         procs.wait_until("5 updates under supervisord", lambda: updates() >= 5, 150)
         procs.wait_until("every process RUNNING", lambda: all_running(settings), 60)
         first = status(settings)

@@ -1,6 +1,7 @@
 """`make train` as a user runs it: supervisord in the foreground under the watcher. A learner
 killed with kill -9 is restarted by supervisord, the status line says so, and training resumes
-from the checkpoint; Ctrl-C stops everything with a final checkpoint. A process that refuses its
+from the checkpoint; Ctrl-C stops everything with a final checkpoint and takes the run's
+Prometheus targets away. A process that refuses its
 flags is reported with its log, and the run stops when the learner or every actor does."""
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def settings(tmp_path: Path) -> dict[str, object]:
         "PORT": port,
         "LEARNER_METRICS_PORT": metrics,
         "ACTOR_METRICS_BASE": metrics + 1,
-        "TARGETS": tmp_path / "targets/actors.json",
+        "TARGETS": tmp_path / "targets",
         "N": 1,
         "EVAL": "false",
         "DEVICE": "cpu",
@@ -88,6 +89,8 @@ def test_a_killed_learner_is_restarted_reported_and_resumes_from_its_checkpoint(
     try:
         procs.wait_until("a checkpoint", until(p, log, lambda: checkpoint.latest_path(run)), 180)
         procs.wait_until("the status line", until(p, log, lambda: "steps/s" in output()), 60)
+        listed = sorted(f.name.split("-")[0] for f in (tmp_path / "targets").iterdir())
+        assert listed == ["actors", "learner"]  # this run's, named after it (no eval actor)
         learner_pid = int(run.lock.read_text())  # the learner writes its pid there
         os.kill(learner_pid, signal.SIGKILL)
         saved = checkpoint.load(checkpoint.latest_path(run))["policy_version"]
@@ -108,6 +111,7 @@ def test_a_killed_learner_is_restarted_reported_and_resumes_from_its_checkpoint(
         assert "stopping..." in output() and "error" not in output()
         assert output().count("learner exited") == 1
         assert not run.supervisord_pid.exists()
+        assert list((tmp_path / "targets").iterdir()) == []  # Prometheus stops looking for it
     finally:
         if p.poll() is None:
             ctrl_c(p)

@@ -266,7 +266,8 @@ def test_weights_request_gets_the_newest_weights(ingest):
     c = Client(ingest.port)
     c.send(register())
     c.recv()
-    w = wire.Weights(policy_version=3, tensors={"w": np.ones((2, 2), np.float32)}, model_spec=MODEL)
+    tensors = {"w": np.ones((2, 2), np.float32)}
+    w = wire.Weights(policy_version=3, env_frames=512, tensors=tensors, model_spec=MODEL)
     ingest.publish(wire.encode(w))
     time.sleep(0.2)
     c.send(wire.WeightsRequest(have_version=-1))

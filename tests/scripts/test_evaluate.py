@@ -215,7 +215,8 @@ def keep_best(run_dir: Path, policy_version: int = 7, score: float = 0.6) -> Pat
     s = Score(score, {"1-1": score}, {"1-1": 0.0}, 10)
     judged_by = {"policy": "sampled", "sticky_actions": 0.25, "noop_max": 30}
     env = EnvSpec(level="1-1", no_progress_steps=40)
-    assert BestKeeper(RunDir(run_dir).best_policy).keep(s, model, env, policy_version, judged_by)
+    keeper = BestKeeper(RunDir(run_dir).best_policy)
+    assert keeper.settle(s, None, s, model, env, policy_version, 512 * policy_version, judged_by)
     return RunDir(run_dir).best_policy
 
 
@@ -240,7 +241,8 @@ def test_a_run_dir_plays_the_kept_best_policy_else_the_latest_checkpoint(tmp_pat
     o = played()
     assert (o["checkpoint"], o["policy_version"], o["best"]["score"]) == (str(best), 7, 0.6)
     out = capsys.readouterr().out
-    assert f"Played `{best}`, the best policy the eval actor kept: policy v7, its score" in out
+    kept = "the best policy the eval actor kept: policy v7, 3,584 env frames, its score"
+    assert f"Played `{best}`, {kept}" in out  # the env frames its weights message carried
     assert played("--latest")["checkpoint"] == str(latest)
 
 

@@ -155,7 +155,8 @@ def test_report_shows_the_best_policy_kept_and_the_perturbed_figures_first(tmp_p
     (RunDir(run).eval / "summary.json").write_text(json.dumps(evaluation))
     assert report.main(["--run-dir", str(run)]) == 0
     md = (run / "report/REPORT.md").read_text()
-    assert f"`{best}`: policy v9, score 0.875 (the mean over levels" in md
+    assert f"`{best}`: policy v9 at 4,608 env frames, score 0.875 (the mean over levels" in md
+    assert "of 10 fresh sampled episodes per level, perturbed" in md
     assert "| 1-1 | 87.5% | 0.0% |" in md
     assert f"`make eval` played `{best}`, the best policy the eval actor kept." in md
     perturbed = "| perturbed | sampled | 5 | 1,000.0 | 900.0 | 20.0% | 1.0 |"

@@ -4,8 +4,8 @@
 
 The actor's own lane and inference code (`actor.rollout`) plays K envs; every finished chunk goes
 through the wire format and the learner's host conversion and batching, exactly as in a run; the
-learner's `Learner.step` trains on each batch of `--max-batch-chunks` (or `--batch-chunks`)
-chunks, then the acting model takes the new weights. So the policy lag is zero and the only clock
+learner's `Learner.step` trains on each batch of `--batch-chunks` chunks (N, or MIN-MAX's MAX:
+there is no queue here), then the acting model takes the new weights. So the policy lag is zero and the only clock
 is env frames: the curve says what an algorithm setting learns per frame, apart from throughput
 and lag. `--policy-lag N` acts with the weights of N updates ago instead, to measure what a
 running system's lag costs.

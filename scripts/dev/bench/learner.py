@@ -229,11 +229,11 @@ def main(argv: list[str] | None = None) -> int:
             arch=arch,
             core=core,
             precision=precision,
-            batch_chunks=int(b),
+            batch_chunks=b,  # N: pinned
             unroll_length=args.unroll_length,
         )
         row = {"arch": arch, "core": core, "precision": precision}
-        row |= {"batch_chunks": cfg.batch_chunks, "device": str(device)}
+        row |= {"batch_chunks": cfg.batch_size().max_chunks, "device": str(device)}
         row |= {"torch_threads": torch.get_num_threads(), "beside_emulators": args.beside_emulators}
         row["update"] = time_updates(cfg, args.num_envs, device, args.iters, args.repeats)
         if args.e2e:

@@ -54,7 +54,9 @@ class Sink:
             settings, LearnerMetrics(), lambda: 0, host="127.0.0.1", port=self.port
         )
         tensors = {k: v.numpy() for k, v in ActorCritic(spec).state_dict().items()}
-        weights = wire.Weights(policy_version=0, tensors=tensors, model_spec=spec.to_wire())
+        weights = wire.Weights(
+            policy_version=0, env_frames=0, tensors=tensors, model_spec=spec.to_wire()
+        )
         self.ingest.publish(wire.encode(weights))
         self.frames = self.bytes = 0
         self._stop = threading.Event()

@@ -271,7 +271,7 @@ LEARNER = Row(
         ),
         Timeseries(
             "Chunks per update",
-            "Chunks each update trained on: at least --min-batch-chunks, all that were queued up to --max-batch-chunks, fewer only after --batch-wait-s without them (a slow actor). At the maximum, the learner is the slower side; near the minimum or below, it waits for actors.",
+            "Chunks each update trained on: with --batch-chunks MIN-MAX (4-8), at least MIN, all that were queued up to MAX, fewer only after --batch-wait-s without them (a slow actor); with --batch-chunks N, always N. At the maximum, the learner is the slower side; near the minimum or below, it waits for actors.",
             [
                 Q(
                     "sum(rate(mario_learner_batch_chunks_sum[1m])) / sum(rate(mario_learner_batch_chunks_count[1m]))",

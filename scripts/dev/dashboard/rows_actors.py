@@ -234,7 +234,7 @@ EVALUATION = Row(
         ),
         Timeseries(
             "Eval score against the best policy kept",
-            "The eval actor's score of the newest policy (mario_eval_score: the mean over levels of each level's mean progress in its last --eval-window perturbed sampled episodes) and that of the best policy it kept in RUN/eval/best-policy.pt (mario_eval_best_score), which make eval plays by default. The status line says 'below best' under three quarters of it. No line until every level's window is full.",
+            "The eval actor's score of the newest policy (mario_eval_score: the mean over levels of each level's mean progress in its last --eval-window perturbed sampled episodes) and that of the best policy it kept in RUN/eval/best-policy.pt (mario_eval_best_score: its mean over the fresh episodes of its latest challenge, which a window score above it starts), which make eval plays by default. The status line says 'below best' under three quarters of it. No line until every level's window is full.",
             [Q("mario_eval_score", "now"), Q("mario_eval_best_score", "best kept")],
         ),
         Timeseries(

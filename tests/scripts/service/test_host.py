@@ -1,8 +1,8 @@
-"""The host's settings and rules: the lane rule, the learner's torch threads, the targets files."""
+"""The host's settings and rules: the lane rule, the learner's torch threads (the targets files:
+test_targets.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 
@@ -110,19 +110,6 @@ def test_make_actors_runs_the_actors_alone():
     # the eval actor goes with the learner unless told otherwise
     h = hosts.host_for("up", {"MARIO_N": "2", "MARIO_LEARNER_AUTOSTART": "false"})
     assert sorted(hosts.commands(h)) == ["actor-0", "actor-1"]
-
-
-def test_targets_list_the_actors_and_the_eval_actor(tmp_path):
-    h = Host(n=2, first_actor=4, metrics_host="0.0.0.0", targets=str(tmp_path / "t/actors.json"))
-    actors, evals = hosts.write_targets(h.resolved())
-    assert json.loads(actors.read_text()) == [
-        {"targets": ["127.0.0.1:9104"], "labels": {"job": "mario-actor", "actor_id": "4"}},
-        {"targets": ["127.0.0.1:9105"], "labels": {"job": "mario-actor", "actor_id": "5"}},
-    ]
-    assert json.loads(evals.read_text()) == [
-        {"targets": ["127.0.0.1:9106"], "labels": {"job": "mario-eval", "actor_id": "1000000"}}
-    ]
-    assert hosts.write_targets(Host(actor_metrics_base=0).resolved()) == []
 
 
 def test_a_run_dir_too_deep_for_supervisords_socket_is_refused_with_the_room_there_is(tmp_path):

@@ -68,7 +68,7 @@ def test_make_train_on_ports_another_process_holds_refuses_before_starting_anyth
     port, lport, abase = procs.free_port(2), procs.free_port(), procs.free_port(3)
     run = tmp_path / "run"
     settings = {"RUN": run, "PORT": port, "LEARNER_METRICS_PORT": lport,
-                "ACTOR_METRICS_BASE": abase, "TARGETS": tmp_path / "targets.json", "N": 1,
+                "ACTOR_METRICS_BASE": abase, "TARGETS": tmp_path / "targets", "N": 1,
                 "DEVICE": "cpu"}  # fmt: skip
     holders = [hold(lport, tmp_path), hold(port + 1, tmp_path)]
     argv = ["make", "--no-print-directory", "-o", f"{VENV}/.installed", "train", f"VENV={VENV}"]
@@ -100,4 +100,4 @@ def test_make_train_on_ports_another_process_holds_refuses_before_starting_anyth
     assert not new & {abase, abase + 1}  # apart from the ports the run keeps
     layout = RunDir(run)
     assert not layout.supervisord_pid.exists() and not layout.logs.exists()
-    assert not (tmp_path / "targets.json").exists()
+    assert not (tmp_path / "targets").exists()

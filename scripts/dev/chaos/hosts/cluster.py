@@ -27,8 +27,9 @@ from typing import Any
 from scripts.checkout import ROOT
 from scripts.dev.chaos import netns
 from scripts.dev.chaos.hosts import layout as page
-from scripts.service.host import Host, write_targets
+from scripts.service.host import Host
 from scripts.service.supervisor import Supervisor
+from scripts.service.targets import write_targets
 
 ACTORS_PER_HOST = 2
 PROMETHEUS_PORT = 9090
@@ -83,7 +84,7 @@ class Cluster:
         targets = self.run / "prometheus" / "targets"
         targets.mkdir(parents=True, exist_ok=True)
         self.start_host("learner", self.layout.learner, self.run / "learner",
-                        {"TARGETS": str(targets / "actors.json"), **self.learner_vars})  # fmt: skip
+                        {"TARGETS": str(targets), **self.learner_vars})  # fmt: skip
         self.start_prometheus()
         for label in self.actor_hosts:
             self.start_actor_host(label)
@@ -116,7 +117,7 @@ class Cluster:
         run = self.run / (label if not lives else f"{label}.{lives}")
         first = int(command.variables.get("FIRST_ACTOR", "0"))
         copy_keys(self.keys, run / "keys", range(first, first + ACTORS_PER_HOST))
-        self.start_host(label, command, run, {"TARGETS": str(run / "targets" / "actors.json")})
+        self.start_host(label, command, run, {"TARGETS": str(run / "targets")})
         for path in write_targets(self.settings[label]):  # what the user copies to Prometheus
             target = self.run / "prometheus" / "targets" / f"{path.stem}-{label}.json"
             shutil.copyfile(path, target.with_suffix(".tmp"))

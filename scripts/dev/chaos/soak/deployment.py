@@ -32,7 +32,7 @@ class Deployment:
             port=free_ports(2),  # the learner's chunk and weights ports
             learner_metrics_port=free_ports(1),
             actor_metrics_base=free_ports(actors + 1),  # actor i's on base + i, eval's on +N
-            targets=str(run_dir / "targets" / "actors.json"),
+            targets=str(run_dir / "targets"),
             **settings,
         ).resolved()
         self.supervisor = Supervisor(self.host)

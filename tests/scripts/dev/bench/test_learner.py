@@ -28,7 +28,7 @@ def test_synthetic_chunks_collate_into_the_learners_batch_layout():
 
 
 def test_update_timing_trains_on_mixed_batches():
-    cfg = LearnerConfig(batch_chunks=1, unroll_length=8, replay_capacity=16, replay_fraction=0.5)
+    cfg = LearnerConfig(batch_chunks="1", unroll_length=8, replay_capacity=16, replay_fraction=0.5)
     row = bench_learner.time_updates(cfg, 4, torch.device("cpu"), iters=2, repeats=1)
     assert row["sequences_per_update"] == 8  # 4 fresh + 4 replayed at fraction 0.5
     assert row["replay_skipped_in_timed_updates"] == 0
@@ -40,7 +40,7 @@ def test_update_timing_trains_on_mixed_batches():
 
 def test_update_timing_with_a_recurrent_core_in_bf16_replays_its_states():
     cfg = LearnerConfig(
-        batch_chunks=1, unroll_length=8, replay_capacity=16, replay_fraction=0.5, core="lstm",
+        batch_chunks="1", unroll_length=8, replay_capacity=16, replay_fraction=0.5, core="lstm",
         core_size=16, precision="bf16",
     )  # fmt: skip
     row = bench_learner.time_updates(cfg, 4, torch.device("cpu"), iters=2, repeats=1)
