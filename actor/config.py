@@ -1,8 +1,9 @@
 """The actor's configuration: one flat dataclass; flags and TOML come from common.config.
 
-The run's settings are the learner's: it sends the network, the unroll length and the env spec
-(levels, frame skip, action set, frame size, cutoff, perturbations, reward shaping) at
-registration, and a flag for any of them here is refused naming the learner's flag.
+The run's settings are the learner's: it sends the network, the unroll length, the env spec
+(levels, frame skip, action set, frame size, cutoff, perturbations, reward shaping) and the
+heartbeat interval at registration, and a flag for any of them here is refused naming the
+learner's flag.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from common import curve
+from common import curve, wire
 from common.config import Count, LogLevel, Port, Positive, PositiveInt, is_host_port
 from common.config import option as _f
 from common.env_spec import EnvSpec
@@ -36,9 +37,9 @@ class ActorConfig:
     num_envs: PositiveInt = _f(4, "envs in this process (built one after another)")
     lanes: PositiveInt = _f(2, "env groups: one steps in a thread while the policy runs another")
     torch_threads: PositiveInt = _f(1, "torch CPU threads for inference")
-    heartbeat_interval_s: Positive = _f(1.0, "seconds between heartbeats to the learner")
-    learner_timeout_s: Positive = _f(5.0, "a new session after this long without word")
-    reconnect_backoff_max_s: Positive = _f(2.0, "longest pause before a new session")
+    reconnect_backoff_max_s: Positive = _f(
+        2.0, "longest pause before a new session after a connection fell silent"
+    )
     build_timeout_s: Positive = _f(120.0, "watchdog budget for building one env")
     build_retries: Count = _f(2, "retries of a failed env build before exiting")
     metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
@@ -58,6 +59,12 @@ class ActorConfig:
         "reward_scale": _IN_THE_LOSS.format(flag="--loss-reward-scale"),
         "reward_clip": _IN_THE_LOSS.format(flag="--loss-reward-clip"),
         "eval": "the eval actor is its own command: python -m actor.eval (it takes --eval-*)",
+        "heartbeat_interval_s": _from_learner("its heartbeat interval", "--heartbeat-interval-s"),
+        "learner_timeout_s": (
+            f"an actor starts a new session after {wire.SILENT_HEARTBEATS} of the learner's "
+            "heartbeat intervals without word: set --heartbeat-interval-s on the learner and "
+            "remove it here"
+        ),
     }
 
     def problems(self) -> list[str]:
@@ -68,6 +75,4 @@ class ActorConfig:
             out.append(
                 f"weights_from must be HOST:PORT of a relay (actor.relay), got {self.weights_from!r}"
             )
-        if self.learner_timeout_s <= 2 * self.heartbeat_interval_s:
-            out.append("learner_timeout_s must exceed 2 x heartbeat_interval_s")
         return out + curve.actor_problems(self.curve_dir)

@@ -38,8 +38,13 @@ from common._wire_checks import (
 
 # 2: chunks carry last_actions; 3: the Welcome the network and unroll length, chunks final_t; 4:
 # weights the level schedule's weights; 5: chunks core_state; 6: chunks each step's level; 7: the
-# Welcome the env spec, the registration none; 8: episodes their start_x (frontier starts)
-PROTOCOL_VERSION = 8
+# Welcome the env spec, the registration none; 8: episodes their start_x (frontier starts); 9: the
+# Welcome the learner's heartbeat interval
+PROTOCOL_VERSION = 9
+
+# An actor that hears nothing for this many of the Welcome's heartbeat intervals, on a connection
+# that is up, starts a new session (actor/link.py)
+SILENT_HEARTBEATS = 5
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
 
@@ -76,6 +81,7 @@ class Welcome:
     unroll_length: int  # T >= 1, steps per chunk
     model_spec: dict[str, str | int | float | bool]  # flat: the network (common.model.ModelSpec)
     env_spec: dict[str, str | int | float | bool]  # flat: the envs (common.env_spec.EnvSpec)
+    heartbeat_interval_s: float  # > 0: heartbeats both ways this often (SILENT_HEARTBEATS above)
 
     def __post_init__(self) -> None:
         check_int("welcome.credits", self.credits)
@@ -83,6 +89,10 @@ class Welcome:
         check_int("welcome.unroll_length", self.unroll_length, lo=1)
         check_spec("welcome.model_spec", self.model_spec)
         check_spec("welcome.env_spec", self.env_spec)
+        interval = check_float("welcome.heartbeat_interval_s", self.heartbeat_interval_s)
+        if interval <= 0:
+            raise ProtocolError(f"welcome.heartbeat_interval_s must be > 0, got {interval}")
+        object.__setattr__(self, "heartbeat_interval_s", interval)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,10 +2,10 @@
 
 ROUTER on PORT (Register / Chunk / Heartbeat / WeightsRequest in; Welcome / Credit / Refuse /
 Weights / Heartbeat out), PUB on PORT+1 (weight broadcasts); only this thread touches them. The
-Welcome carries every run setting and `credits_per_actor`; each chunk earns one credit back while
-the queue has room. A refused chunk (undecodable, unregistered sender, duplicate seq, another
-shape or level set) is counted and nothing of it kept; a stale one is not trained on but its
-episodes count. docs/DESIGN.md, "Flow control and policy lag".
+Welcome carries every run setting, the heartbeat interval and `credits_per_actor`; each chunk
+earns one credit back while the queue has room. A refused chunk (undecodable, unregistered sender,
+duplicate seq, another shape or level set) is counted and nothing of it kept; a stale one is not
+trained on but its episodes count. docs/DESIGN.md, "Flow control and policy lag".
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class IngestSettings:
     credits_per_actor: int
     queue_chunks: int
     max_policy_lag: int
-    heartbeat_interval_s: float
+    heartbeat_interval_s: float  # both ways: sent in the Welcome, actors beat at it too
     actor_timeout_s: float
     pin_memory: bool = False
     limits: wire.Limits = field(default_factory=lambda: wire.DEFAULT_LIMITS)
@@ -316,7 +316,7 @@ class Ingest:
         welcome = wire.Welcome(
             credits=self.s.credits_per_actor, policy_version=self.policy_version(),
             unroll_length=self.s.unroll_length, model_spec=self.s.model_spec,
-            env_spec=self.s.env_spec.to_wire(),
+            env_spec=self.s.env_spec.to_wire(), heartbeat_interval_s=self.s.heartbeat_interval_s,
         )  # fmt: skip
         self._send(identity, welcome)
 

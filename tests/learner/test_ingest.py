@@ -22,8 +22,9 @@ T, K, A, S = 4, 2, 7, 84
 MODEL = ModelSpec(arch="nature", num_actions=A, frame_size=S).to_wire()
 ENV = EnvSpec(level="1-1,1-2", frame_size=S, frame_skip=4, no_progress_steps=0)
 WELCOME = wire.Welcome(
-    credits=2, policy_version=0, unroll_length=T, model_spec=MODEL, env_spec=ENV.to_wire()
-)
+    credits=2, policy_version=0, unroll_length=T, model_spec=MODEL, env_spec=ENV.to_wire(),
+    heartbeat_interval_s=0.5,  # the learner's (ingest_settings below): actors beat at it
+)  # fmt: skip
 
 
 def register(**kw) -> wire.Register:
