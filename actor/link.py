@@ -274,8 +274,10 @@ class LearnerLink:
         elif isinstance(msg, wire.Welcome):
             self._welcomed(msg)
         elif isinstance(msg, wire.Credit) and self.registered:
-            self.credits += msg.credits
-            self.on_event("credit")
+            self.credits += msg.credits  # 0: the chunk arrived, its credit owed (a full queue)
+            self.on_event("ack")
+            if msg.credits:
+                self.on_event("credit")
         elif isinstance(msg, wire.Weights):
             self._apply(msg)
         elif isinstance(msg, wire.Refuse):

@@ -3,7 +3,8 @@
 ROUTER on PORT (Register / Chunk / Heartbeat / WeightsRequest in; Welcome / Credit / Refuse /
 Weights / Heartbeat out), PUB on PORT+1 (weight broadcasts); only this thread touches them. The
 Welcome carries every run setting, the heartbeat interval and `credits_per_actor`; each chunk
-earns one credit back while the queue has room. A refused chunk (undecodable, unregistered sender,
+earns one credit back while the queue has room (full, an acknowledgement of 0 credits at once and
+the credit once it has room). A refused chunk (undecodable, unregistered sender,
 duplicate seq, another shape or level set) is counted and nothing of it kept; a stale one is not
 trained on but its episodes count. docs/DESIGN.md, "Flow control and policy lag".
 """
@@ -252,13 +253,16 @@ class Ingest:
         self._give_credit(info)
 
     def _give_credit(self, info: ActorInfo) -> None:
-        """One credit back for a message that spent one: now, or owed while the queue is full."""
+        """One credit back for a message that spent one: now, or owed while the queue is full.
+        Owed, the message is acknowledged at once all the same (a Credit of 0): the actor knows
+        its chunk arrived, whenever the train loop makes room for the next."""
         info.outstanding = max(0, info.outstanding - 1)
         if self._room() and not info.owed:
             self._send(info.identity, wire.Credit(credits=1, policy_version=self.policy_version()))
             info.outstanding += 1
         else:
             info.owed += 1
+            self._send(info.identity, wire.Credit(credits=0, policy_version=self.policy_version()))
 
     def _on_message(self, frames: list[Any]) -> None:
         identity = frames[0].bytes
