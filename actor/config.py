@@ -3,9 +3,10 @@ common.config): the training actor's (`python -m actor`) and the eval actor's
 (`python -m actor.eval`). Both extend `ActorLink`, what every actor process sets: its link to the
 learner, its env builds, metrics, seed and logging; each adds only what it uses.
 
-The run's settings are the learner's: it sends the network, the unroll length and the env spec
-(levels, frame skip, action set, frame size, cutoff, perturbations, reward shaping) at
-registration, and a flag for any of them here is refused naming the learner's flag.
+The run's settings are the learner's: it sends the network, the unroll length, the env spec
+(levels, frame skip, action set, frame size, cutoff, perturbations, reward shaping) and the
+heartbeat interval at registration, and a flag for any of them here is refused naming the
+learner's flag.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from common import curve
+from common import curve, wire
 from common.config import (
     Count,
     LogLevel,
@@ -47,9 +48,9 @@ class ActorLink:
     curve_dir: str = _f("", "CURVE keys: actor.key_secret and learner.key (empty = off)")
     weights_from: str = _f("", "HOST:PORT of a weight relay on this host (empty = the learner)")
     torch_threads: PositiveInt = _f(1, "torch CPU threads for inference")
-    heartbeat_interval_s: Positive = _f(1.0, "seconds between heartbeats to the learner")
-    learner_timeout_s: Positive = _f(5.0, "a new session after this long without word")
-    reconnect_backoff_max_s: Positive = _f(2.0, "longest pause before a new session")
+    reconnect_backoff_max_s: Positive = _f(
+        2.0, "longest pause before a new session after a connection fell silent"
+    )
     build_timeout_s: Positive = _f(120.0, "watchdog budget for building one env")
     build_retries: Count = _f(2, "retries of a failed env build before exiting")
     metrics_host: str = _f("127.0.0.1", "address of the /metrics HTTP server")
@@ -68,6 +69,12 @@ class ActorLink:
         },
         "reward_scale": _IN_THE_LOSS.format(flag="--loss-reward-scale"),
         "reward_clip": _IN_THE_LOSS.format(flag="--loss-reward-clip"),
+        "heartbeat_interval_s": _from_learner("its heartbeat interval", "--heartbeat-interval-s"),
+        "learner_timeout_s": (
+            f"an actor starts a new session after {wire.SILENT_HEARTBEATS} of the learner's "
+            "heartbeat intervals without word: set --heartbeat-interval-s on the learner and "
+            "remove it here"
+        ),
     }
 
     def problems(self) -> list[str]:
@@ -78,8 +85,6 @@ class ActorLink:
             out.append(
                 f"weights_from must be HOST:PORT of a relay (actor.relay), got {self.weights_from!r}"
             )
-        if self.learner_timeout_s <= 2 * self.heartbeat_interval_s:
-            out.append("learner_timeout_s must exceed 2 x heartbeat_interval_s")
         return out + curve.actor_problems(self.curve_dir)
 
 

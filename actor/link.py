@@ -2,10 +2,16 @@
 
 Sockets: a DEALER to the learner's ROUTER and a SUB to its PUB on PORT+1 (or to a relay on this
 host, `weights_from`), used only by the thread that owns the `LearnerLink`. The Welcome goes to
-`on_welcome`; only weights of its network are applied; one chunk costs one credit. Silence for
-`timeout_s` rebuilds the sockets and registers again after a pause doubling up to `backoff_max_s`;
-weights missing for `WEIGHTS_SILENCE_S` while the learner is ahead are asked for over the DEALER.
-The protocol and its reasons: docs/DESIGN.md.
+`on_welcome`; only weights of its network are applied; one chunk costs one credit.
+
+Timing is the learner's: its Welcome names the heartbeat interval, at which the actor beats, and
+silence for `wire.SILENT_HEARTBEATS` of them rebuilds the sockets and registers again, after a
+pause doubling up to `backoff_max_s`. Before a Welcome the actor sends no heartbeats and waits
+`register_timeout_s` for the answer to its Register. Silence counts only while the DEALER has a
+connection up (a socket monitor says when): with none, the socket itself tries again every
+second or so (sockets.py), and a new session would only add its pause. Weights missing for
+`WEIGHTS_SILENCE_S` while the learner is ahead are asked for over the DEALER. The protocol and
+its reasons: docs/DESIGN.md.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from actor.config import ActorLink
 from actor.sockets import CONNECT_TIMEOUT_MS, watch_subscription
@@ -30,6 +37,11 @@ from common.model import ModelSpec
 log = logging.getLogger(__name__)
 
 WEIGHTS_SILENCE_S = 3.0  # broadcasts silent this long while the learner is ahead: ask instead
+# A Register unanswered this long on a connection that is up: a new session. The learner answers
+# at once, so only a connection dead underneath (or a learner that does not answer) waits so long.
+REGISTER_TIMEOUT_S = 5.0
+UNCONNECTED_WARNING_S = 10.0  # while no connection to the learner is up, say so this often
+_MONITORED = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 
 
 def load_weights(model: torch.nn.Module, weights: wire.Weights) -> None:
@@ -78,8 +90,7 @@ class LearnerLink:
         address: str,
         register: wire.Register,
         *,
-        heartbeat_interval_s: float = 1.0,
-        timeout_s: float = 5.0,
+        register_timeout_s: float = REGISTER_TIMEOUT_S,
         backoff_max_s: float = 2.0,
         on_weights: Callable[[wire.Weights], None] | None = None,
         on_welcome: Callable[[wire.Welcome], None] | None = None,
@@ -95,8 +106,8 @@ class LearnerLink:
         self.pub_endpoint = f"tcp://{weights_from or f'{host}:{int(port) + 1}'}"
         self.sub_options = (lambda sock: None) if weights_from else None
         self.register_msg = register
-        self.heartbeat_interval_s = heartbeat_interval_s
-        self.timeout_s = timeout_s
+        self.register_timeout_s = register_timeout_s
+        self.heartbeat_interval_s = 0.0  # the learner's, from its Welcome
         self.backoff_max_s = backoff_max_s
         self.on_weights = on_weights or (lambda w: None)
         self.on_welcome = on_welcome or (lambda w: None)
@@ -106,12 +117,22 @@ class LearnerLink:
         self.ctx = context or zmq.Context.instance()
         self.credits = 0
         self.registered = False
+        self.connected = False  # the DEALER has a connection up (its handshake done)
         self.policy_version = -1  # newest weights applied
         self.welcome: wire.Welcome | None = None  # the newest registration's answer
         self.dealer: Any = None
         self.sub: Any = None
+        self.monitor: Any = None  # the DEALER's connection events
         self._backoff = 0.5
         self._connect()
+
+    @property
+    def timeout_s(self) -> float:
+        """Silence on a connection that is up after which a new session starts: the learner's
+        heartbeat intervals once it has welcomed this session, else the wait for its Welcome."""
+        if self.registered:
+            return wire.SILENT_HEARTBEATS * self.heartbeat_interval_s
+        return self.register_timeout_s
 
     # -- connection --------------------------------------------------------------------------
 
@@ -121,6 +142,7 @@ class LearnerLink:
         self.dealer.setsockopt(zmq.ROUTING_ID, f"actor-{uuid.uuid4().hex[:12]}".encode())
         self.dealer.setsockopt(zmq.CONNECT_TIMEOUT, CONNECT_TIMEOUT_MS)
         self.socket_options(self.dealer)
+        self.monitor = self.dealer.get_monitor_socket(_MONITORED)
         self.dealer.connect(self.router_endpoint)
         self.sub = self.ctx.socket(zmq.SUB)
         self.sub.setsockopt(zmq.LINGER, 0)
@@ -132,10 +154,12 @@ class LearnerLink:
         self.poller = zmq.Poller()
         self.poller.register(self.dealer, zmq.POLLIN)
         self.poller.register(self.sub, zmq.POLLIN)
+        self.poller.register(self.monitor, zmq.POLLIN)
         self.credits = 0
-        self.registered = False
+        self.registered = self.connected = False
         now = time.monotonic()
         self._last_heard = self._last_weights = self._last_asked = now
+        self._unconnected_since = self._last_warned = now
         self._last_beat = 0.0
         self._send(self.register_msg)
         self._send(wire.WeightsRequest(have_version=self.policy_version))
@@ -150,10 +174,30 @@ class LearnerLink:
         self._connect()
 
     def close(self) -> None:
-        for s in (self.dealer, self.sub):
+        if self.dealer is not None:
+            self.dealer.disable_monitor()
+        for s in (self.monitor, self.dealer, self.sub):
             if s is not None:
                 s.close(linger=0)
-        self.dealer = self.sub = None
+        self.dealer = self.sub = self.monitor = None
+
+    def _connection_events(self) -> None:
+        """A connection up: silence counts from now, and a welcomed actor beats at once (a
+        learner restarted meanwhile refuses it, and it registers again). None: silence does not
+        count; the socket connects again on its own."""
+        while True:
+            try:
+                event = recv_monitor_message(self.monitor, flags=zmq.NOBLOCK)["event"]
+            except zmq.Again:
+                return
+            now = time.monotonic()
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.connected = True
+                self._last_heard = now
+                self._last_beat = 0.0
+            elif event == zmq.EVENT_DISCONNECTED and self.connected:
+                self.connected = False
+                self._unconnected_since = self._last_warned = now
 
     def _send(self, msg: wire.Message) -> None:
         try:
@@ -166,6 +210,8 @@ class LearnerLink:
     def poll(self, timeout_ms: int = 0) -> None:
         """Handle everything that has arrived; heartbeat and reconnect as due."""
         events = dict(self.poller.poll(timeout_ms))
+        if self.monitor in events:
+            self._connection_events()
         if self.sub in events:
             newest = None
             while True:  # drain: only the newest broadcast matters
@@ -190,13 +236,21 @@ class LearnerLink:
                 if msg is not None:
                     self._handle(msg)
         now = time.monotonic()
-        if now - self._last_beat >= self.heartbeat_interval_s:
+        if not self.connected:
+            if now - self._last_warned >= UNCONNECTED_WARNING_S:
+                self._last_warned = now
+                log.warning(
+                    "no connection to the learner at %s for %.0f s; trying again every second",
+                    self.router_endpoint, now - self._unconnected_since,
+                )  # fmt: skip
+            return
+        if self.registered and now - self._last_beat >= self.heartbeat_interval_s:
             self._last_beat = now
             self._send(
                 wire.Heartbeat(sent_time=time.time(), policy_version=max(self.policy_version, 0))
             )
         if now - self._last_heard > self.timeout_s:
-            self._reconnect(f"no word from the learner for {self.timeout_s:.0f} s")
+            self._reconnect(f"no word from the learner for {self.timeout_s:g} s")
 
     def _decode(self, frames: list) -> wire.Message | None:
         try:
@@ -220,8 +274,10 @@ class LearnerLink:
         elif isinstance(msg, wire.Welcome):
             self._welcomed(msg)
         elif isinstance(msg, wire.Credit) and self.registered:
-            self.credits += msg.credits
-            self.on_event("credit")
+            self.credits += msg.credits  # 0: the chunk arrived, its credit owed (a full queue)
+            self.on_event("ack")
+            if msg.credits:
+                self.on_event("credit")
         elif isinstance(msg, wire.Weights):
             self._apply(msg)
         elif isinstance(msg, wire.Refuse):
@@ -249,6 +305,13 @@ class LearnerLink:
                 welcome.policy_version, self.policy_version,
             )  # fmt: skip
             self.policy_version = -1
+        if welcome.heartbeat_interval_s != self.heartbeat_interval_s:
+            log.info(
+                "heartbeats every %g s; a new session after %g s without word",
+                welcome.heartbeat_interval_s,
+                wire.SILENT_HEARTBEATS * welcome.heartbeat_interval_s,
+            )
+        self.heartbeat_interval_s = welcome.heartbeat_interval_s
         self.welcome = welcome
         self.registered = True
         self._backoff = 0.5
@@ -306,8 +369,7 @@ def link_for(
         run_id=cfg.run_id, actor_id=cfg.actor_id, instance_id=instance_id, num_envs=num_envs
     )
     return LearnerLink(
-        cfg.learner, register, heartbeat_interval_s=cfg.heartbeat_interval_s,
-        timeout_s=cfg.learner_timeout_s, backoff_max_s=cfg.reconnect_backoff_max_s,
+        cfg.learner, register, backoff_max_s=cfg.reconnect_backoff_max_s,
         on_weights=on_weights, on_welcome=on_welcome, on_event=on_event,
         socket_options=curve.client_options(cfg.curve_dir) if cfg.curve_dir else None,
         weights_from=cfg.weights_from,

@@ -131,6 +131,8 @@ class Actor:
             self.metrics.registered_time.set_to_current_time()
         elif event == "credit":
             self.metrics.last_credit_time.set_to_current_time()
+        elif event == "ack":
+            self.metrics.last_ack_time.set_to_current_time()
         elif event == "weights_request":
             self.metrics.weights_requests.inc()
 

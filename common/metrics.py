@@ -289,6 +289,7 @@ class ActorMetrics(_Metrics):
         _M("registered_time", Gauge, "mario_actor_registered_timestamp_seconds", "Unix time the learner last accepted this actor's registration."),
         _M("last_chunk_time", Gauge, "mario_actor_last_chunk_timestamp_seconds", "Unix time the last chunk was sent."),
         _M("last_credit_time", Gauge, "mario_actor_last_credit_timestamp_seconds", "Unix time the learner last granted a credit, for a chunk it received."),
+        _M("last_ack_time", Gauge, "mario_actor_last_ack_timestamp_seconds", "Unix time the learner last acknowledged a chunk it received (with a credit, or owing it while its queue is full)."),
         _M("weights_requests", Counter, "mario_actor_weights_requests", "Weights asked of the learner over this actor's own connection because broadcasts stopped."),
     )
     # fmt: on

@@ -41,8 +41,12 @@ from common._wire_checks import (
 # weights the level schedule's weights; 5: chunks core_state; 6: chunks each step's level; 7: the
 # Welcome the env spec, the registration none; 8: episodes their start_x (frontier starts); 9:
 # weights the actors' level draw weights (level sampling), float32 only (float16, which nothing
-# sent, refused) and the run's env frames
+# sent, refused) and the run's env frames; the Welcome the learner's heartbeat interval
 PROTOCOL_VERSION = 9
+
+# An actor that hears nothing for this many of the Welcome's heartbeat intervals, on a connection
+# that is up, starts a new session (actor/link.py)
+SILENT_HEARTBEATS = 5
 
 _OUTCOMES = frozenset({"flag", "death", "no_progress", "other"})
 
@@ -79,6 +83,7 @@ class Welcome:
     unroll_length: int  # T >= 1, steps per chunk
     model_spec: dict[str, str | int | float | bool]  # flat: the network (common.model.ModelSpec)
     env_spec: dict[str, str | int | float | bool]  # flat: the envs (common.env_spec.EnvSpec)
+    heartbeat_interval_s: float  # > 0: heartbeats both ways this often (SILENT_HEARTBEATS above)
 
     def __post_init__(self) -> None:
         check_int("welcome.credits", self.credits)
@@ -86,6 +91,10 @@ class Welcome:
         check_int("welcome.unroll_length", self.unroll_length, lo=1)
         check_spec("welcome.model_spec", self.model_spec)
         check_spec("welcome.env_spec", self.env_spec)
+        interval = check_float("welcome.heartbeat_interval_s", self.heartbeat_interval_s)
+        if interval <= 0:
+            raise ProtocolError(f"welcome.heartbeat_interval_s must be > 0, got {interval}")
+        object.__setattr__(self, "heartbeat_interval_s", interval)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

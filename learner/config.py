@@ -116,7 +116,9 @@ class LearnerConfig:
     queue_chunks: PositiveInt = _f(8, "ingest queue capacity; full, it stops granting credits")
     credits_per_actor: PositiveInt = _f(2, "chunks an actor may have in flight")
     checkpoint_interval_s: Positive = _f(300.0, "seconds between checkpoints (and on SIGTERM)")
-    heartbeat_interval_s: Positive = _f(1.0, "seconds between heartbeats to actors")
+    heartbeat_interval_s: Positive = _f(
+        1.0, "seconds between heartbeats, both ways (actors take it at registration)"
+    )
     actor_timeout_s: Positive = _f(15.0, "forget an actor silent this long")
     train_frames: Count = _f(0, "stop at this many env frames, the run's length (0 = never)")
     tensorboard: bool = _f(False, "also write the curves as TensorBoard scalars in RUN/tensorboard")
@@ -211,7 +213,11 @@ class LearnerConfig:
         if self.self_imitation > 0 and self.replay_fraction > 0:
             out.append("the replay serves one use: set --self-imitation 0 or --replay-fraction 0")
         if self.actor_timeout_s <= 2 * self.heartbeat_interval_s:
-            out.append("actor_timeout_s must exceed 2 x heartbeat_interval_s")
+            out.append(
+                f"actor_timeout_s ({self.actor_timeout_s:g}) must exceed 2 x "
+                f"heartbeat_interval_s ({self.heartbeat_interval_s:g}): raise --actor-timeout-s "
+                "or lower --heartbeat-interval-s"
+            )
         return out + self._batch_problems()
 
     def _batch_problems(self) -> list[str]:

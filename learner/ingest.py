@@ -2,10 +2,11 @@
 
 ROUTER on PORT (Register / Chunk / Heartbeat / WeightsRequest in; Welcome / Credit / Refuse /
 Weights / Heartbeat out), PUB on PORT+1 (weight broadcasts); only this thread touches them. The
-Welcome carries every run setting and `credits_per_actor`; each chunk earns one credit back while
-the queue has room. A refused chunk (undecodable, unregistered sender, duplicate seq, another
-shape or level set) is counted and nothing of it kept; a stale one is not trained on but its
-episodes count. docs/DESIGN.md, "Flow control and policy lag".
+Welcome carries every run setting, the heartbeat interval and `credits_per_actor`; each chunk
+earns one credit back while the queue has room (full, an acknowledgement of 0 credits at once and
+the credit once it has room). A refused chunk (undecodable, unregistered sender,
+duplicate seq, another shape or level set) is counted and nothing of it kept; a stale one is not
+trained on but its episodes count. docs/DESIGN.md, "Flow control and policy lag".
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class IngestSettings:
     credits_per_actor: int
     queue_chunks: int
     max_policy_lag: int
-    heartbeat_interval_s: float
+    heartbeat_interval_s: float  # both ways: sent in the Welcome, actors beat at it too
     actor_timeout_s: float
     pin_memory: bool = False
     limits: wire.Limits = field(default_factory=lambda: wire.DEFAULT_LIMITS)
@@ -252,13 +253,16 @@ class Ingest:
         self._give_credit(info)
 
     def _give_credit(self, info: ActorInfo) -> None:
-        """One credit back for a message that spent one: now, or owed while the queue is full."""
+        """One credit back for a message that spent one: now, or owed while the queue is full.
+        Owed, the message is acknowledged at once all the same (a Credit of 0): the actor knows
+        its chunk arrived, whenever the train loop makes room for the next."""
         info.outstanding = max(0, info.outstanding - 1)
         if self._room() and not info.owed:
             self._send(info.identity, wire.Credit(credits=1, policy_version=self.policy_version()))
             info.outstanding += 1
         else:
             info.owed += 1
+            self._send(info.identity, wire.Credit(credits=0, policy_version=self.policy_version()))
 
     def _on_message(self, frames: list[Any]) -> None:
         identity = frames[0].bytes
@@ -316,7 +320,7 @@ class Ingest:
         welcome = wire.Welcome(
             credits=self.s.credits_per_actor, policy_version=self.policy_version(),
             unroll_length=self.s.unroll_length, model_spec=self.s.model_spec,
-            env_spec=self.s.env_spec.to_wire(),
+            env_spec=self.s.env_spec.to_wire(), heartbeat_interval_s=self.s.heartbeat_interval_s,
         )  # fmt: skip
         self._send(identity, welcome)
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from actor.config import ActorConfig
+from common import wire
 from common.env_spec import EnvSpec
 from learner.config import ONE_LEVEL_FRONTIER_STARTS, LearnerConfig
 from scripts.checkout import ROOT
@@ -36,11 +36,11 @@ STATEMENTS = [
         ],
     ),
     (
-        "the actor's silence timeout, s",
-        default(ActorConfig, "learner_timeout_s"),
+        "the actor's silence timeout (the learner's heartbeat intervals), s",
+        wire.SILENT_HEARTBEATS * default(LearnerConfig, "heartbeat_interval_s"),
         [
+            rf"{NUMBER} s \((?:five|{wire.SILENT_HEARTBEATS}) (?:of the learner's|heartbeat)",
             rf"{NUMBER} s \(`--learner-timeout-s`\)",
-            rf"`learner_timeout_s` \({NUMBER} s\)",
             rf"`--learner-timeout-s`(?:, `[^`]+`)* \| {NUMBER} s",
             rf"`--learner-timeout-s`[^.\n\d]{{0,30}}\bdefault[^.\n\d]{{0,10}}{NUMBER}",
         ],

@@ -73,6 +73,33 @@ def test_settings_the_learner_owns_are_refused_with_where_to_set_them(tmp_path):
         assert f"  - {line}\n" in r.stderr
 
 
+def test_heartbeat_timing_is_the_learners_and_refused_on_the_actors(tmp_path):
+    """A learner at --heartbeat-interval-s 6 and actors timing out at 5 s of their own would start
+    a new session every few seconds: the timing has one owner, whose Welcome carries it."""
+    config = tmp_path / "run.toml"
+    config.write_text("[actor]\nlearner_timeout_s = 10\n[actor.eval]\nheartbeat_interval_s = 6\n")
+    fix = "set --heartbeat-interval-s on the learner and remove it here"
+    for module, args, lines in (
+        ("actor", ("--heartbeat-interval-s", "6", "--config", str(config)), (
+            f"--heartbeat-interval-s: the actor takes its heartbeat interval from the learner at "
+            f"registration; {fix}",
+            f"{config}: [actor] learner_timeout_s: an actor starts a new session after 5 of the "
+            f"learner's heartbeat intervals without word: {fix}",
+        )),
+        ("actor.eval", ("--learner-timeout-s", "5", "--config", str(config)), (
+            f"--learner-timeout-s: an actor starts a new session after 5 of the learner's "
+            f"heartbeat intervals without word: {fix}",
+            f"{config}: [actor.eval] heartbeat_interval_s: the actor takes its heartbeat interval "
+            f"from the learner at registration; {fix}",
+        )),
+    ):  # fmt: skip
+        r = subprocess.run([sys.executable, "-m", module, *args], cwd=procs.ROOT,
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert r.returncode == 2, r.stderr
+        for line in lines:
+            assert f"  - {line}\n" in r.stderr, r.stderr
+
+
 @contextlib.contextmanager
 def learner_of(tmp_path, *args: str) -> Iterator[str]:
     """A learner running with these flags while the block runs; its HOST:PORT."""

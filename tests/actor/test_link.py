@@ -23,6 +23,7 @@ def welcome(credits: int = 2, policy_version: int = 0, **spec) -> list[bytes]:
         unroll_length=8,
         model_spec=model_spec,
         env_spec={"level": "1-1"},
+        heartbeat_interval_s=6.0,  # silence for 30 s before a new session: none in these tests
     )
     return wire.encode(msg)
 
@@ -52,7 +53,9 @@ def test_a_learner_that_forgot_the_actor_counts_as_a_reconnect():
     port = procs.free_port(2)
     router.bind(f"tcp://127.0.0.1:{port}")
     events: list[str] = []
-    link = LearnerLink(f"127.0.0.1:{port}", register_msg(), timeout_s=30, on_event=events.append)
+    link = LearnerLink(
+        f"127.0.0.1:{port}", register_msg(), register_timeout_s=30, on_event=events.append
+    )
     try:
         got = pump(link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r))
         identity = next(i for i, m in got if isinstance(m, wire.Register))
@@ -88,7 +91,7 @@ def test_weights_from_a_learner_that_went_back_to_an_older_checkpoint_are_taken(
     port = procs.free_port(2)
     router.bind(f"tcp://127.0.0.1:{port}")
     applied: list[int] = []
-    link = LearnerLink(f"127.0.0.1:{port}", register_msg(), timeout_s=30,
+    link = LearnerLink(f"127.0.0.1:{port}", register_msg(), register_timeout_s=30,
                        on_weights=lambda w: applied.append(w.policy_version))  # fmt: skip
 
     def weights(version: int) -> list[bytes]:
@@ -114,6 +117,100 @@ def test_weights_from_a_learner_that_went_back_to_an_older_checkpoint_are_taken(
         router.send_multipart([identity, *weights(7)])
         pump(link, router, lambda r: link.policy_version == 7)
         assert applied == [9, 6, 7]
+    finally:
+        link.close()
+        router.close(linger=0)
+
+
+def test_the_learners_heartbeat_interval_sets_the_actors_beat_and_its_patience():
+    """A learner with --heartbeat-interval-s 6 says so in its Welcome: the actor beats every 6 s
+    and keeps its session through the 6 s between the learner's beats (an actor that gave up
+    after 5 s of its own would register again every few seconds)."""
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = procs.free_port(2)
+    router.bind(f"tcp://127.0.0.1:{port}")
+    link = LearnerLink(f"127.0.0.1:{port}", register_msg())
+    beat = wire.encode(wire.Heartbeat(sent_time=time.time(), policy_version=0))
+    try:
+        got = pump(link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r))
+        identity = next(i for i, m in got if isinstance(m, wire.Register))
+        router.send_multipart([identity, *welcome()])  # heartbeats every 6 s
+        welcomed = time.monotonic()
+        pump(link, router, lambda r: link.registered)
+        seen: list = []
+
+        def beat_and_heard(received: list) -> bool:
+            """The learner beats 6 s after its Welcome; done once the actor beats after that."""
+            seen.extend(received[len(seen) :])
+            if beat_and_heard.sent is None and time.monotonic() - welcomed >= 6.0:
+                router.send_multipart([identity, *beat])
+                beat_and_heard.sent = len(seen)
+            later = seen[beat_and_heard.sent :] if beat_and_heard.sent is not None else []
+            return any(isinstance(m, wire.Heartbeat) for _, m in later)
+
+        beat_and_heard.sent = None
+        pump(link, router, beat_and_heard, timeout_s=30)
+        assert not any(isinstance(m, wire.Register) for _, m in seen), "a new session"
+        assert {i for i, _ in seen} == {identity}
+        beats = sum(isinstance(m, wire.Heartbeat) for _, m in seen)
+        assert beats <= 1 + (time.monotonic() - welcomed) / 6.0  # one at once, then every 6 s
+    finally:
+        link.close()
+        router.close(linger=0)
+
+
+def test_an_actor_keeps_its_session_until_the_learner_can_be_reached():
+    """While no connection is up the socket connects again on its own, about every second; a new
+    session meanwhile would only pause first. An actor that comes up before its learner
+    registers over its first connection, whenever the learner binds."""
+    ctx = zmq.Context.instance()
+    port = procs.free_port(2)
+    events: list[str] = []
+    link = LearnerLink(f"127.0.0.1:{port}", register_msg(), register_timeout_s=0.3,
+                       backoff_max_s=0.3, on_event=events.append)  # fmt: skip
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    try:
+        start = time.monotonic()
+        while time.monotonic() - start < 2.0:  # a learner that binds 2 s after the actor starts
+            link.poll(20)
+        router.bind(f"tcp://127.0.0.1:{port}")
+        got = pump(link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r))
+        identity = next(i for i, m in got if isinstance(m, wire.Register))
+        router.send_multipart([identity, *welcome()])
+        pump(link, router, lambda r: link.registered)
+        assert events == ["registered"]  # no session given up while the learner was away
+    finally:
+        link.close()
+        router.close(linger=0)
+
+
+def test_a_connection_that_falls_silent_is_given_up_for_a_new_session():
+    """A link cut without a FIN leaves the connection up but silent: after the learner's
+    heartbeat intervals of silence the actor starts a new session over a new connection."""
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = procs.free_port(2)
+    router.bind(f"tcp://127.0.0.1:{port}")
+    events: list[str] = []
+    link = LearnerLink(f"127.0.0.1:{port}", register_msg(), register_timeout_s=30,
+                       backoff_max_s=0.1, on_event=events.append)  # fmt: skip
+    fast = wire.Welcome(credits=2, policy_version=0, unroll_length=8, model_spec={"arch": "small"},
+                        env_spec={"level": "1-1"}, heartbeat_interval_s=0.1)  # fmt: skip
+    try:
+        got = pump(link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r))
+        first = next(i for i, m in got if isinstance(m, wire.Register))
+        router.send_multipart([first, *wire.encode(fast)])
+        pump(link, router, lambda r: link.registered)
+        assert link.timeout_s == wire.SILENT_HEARTBEATS * 0.1
+        again = pump(  # the learner says nothing more: the actor registers anew
+            link, router, lambda r: any(isinstance(m, wire.Register) for _, m in r)
+        )
+        assert events == ["registered", "reconnect"]
+        assert {i for i, m in again if isinstance(m, wire.Register)} != {first}
     finally:
         link.close()
         router.close(linger=0)

@@ -56,7 +56,8 @@ class FakeLearner:
             msg = wire.decode(frames)
             if isinstance(msg, wire.Register):
                 self.send(identity, wire.Welcome(credits=2, policy_version=1, unroll_length=self.T,
-                    model_spec=self.spec.to_wire(), env_spec=self.env.to_wire()))  # fmt: skip
+                    model_spec=self.spec.to_wire(), env_spec=self.env.to_wire(),
+                    heartbeat_interval_s=1.0))  # fmt: skip
             elif isinstance(msg, wire.WeightsRequest):
                 self.send(identity, weights(self.spec))
             elif isinstance(msg, wire.Chunk):
@@ -109,7 +110,7 @@ def test_a_network_or_envs_the_actor_cannot_build_are_fatal():
         model_spec = model_spec or SPECS[0].to_wire()
         env_spec = env_spec or ENVS[0].to_wire()
         return wire.Welcome(credits=1, policy_version=0, unroll_length=8, model_spec=model_spec,
-                            env_spec=env_spec)  # fmt: skip
+                            env_spec=env_spec, heartbeat_interval_s=1.0)  # fmt: skip
 
     assert welcomed_specs(welcome()) == (SPECS[0], ENVS[0])
     for bad, words in [

@@ -33,6 +33,7 @@ def sample_messages() -> list:
             unroll_length=64,
             model_spec={"arch": "impala_cnn"},
             env_spec=SPEC,
+            heartbeat_interval_s=1.0,
         ),
         Credit(credits=4, policy_version=0),
         Refuse(reason="env_spec mismatch: frame_skip 4 != 2", fatal=True),

@@ -34,7 +34,7 @@ def submit(cluster: slurm.Cluster, run: Path, tmp_path: Path) -> str:
         "MARIO_PORT": str(slurm.free_ports(3)),
         "MARIO_LEARNER_ARGS": "--device cpu --unroll-length 16 --batch-chunks 1 "
         "--checkpoint-interval-s 5 --heartbeat-interval-s 0.5",
-        "MARIO_ACTOR_ARGS": "--num-envs 1 --heartbeat-interval-s 0.5",
+        "MARIO_ACTOR_ARGS": "--num-envs 1",
         "MARIO_ACTOR_METRICS_BASE": "0",
         "MARIO_LEARNER_METRICS_PORT": str(slurm.free_ports()),
     }

@@ -46,8 +46,7 @@ def scrape_in(host: netns.Host, port: int) -> dict[str, float]:
 
 def actor_argv(learner: str, actor_id: int, metrics_port: int) -> list[str]:
     return [sys.executable, "-m", "actor", "--learner", learner, "--actor-id", str(actor_id),
-            "--metrics-port", str(metrics_port), "--num-envs", str(ENVS),
-            "--heartbeat-interval-s", "0.5", "--learner-timeout-s", "120"]  # fmt: skip
+            "--metrics-port", str(metrics_port), "--num-envs", str(ENVS)]  # fmt: skip
 
 
 def test_a_partitioned_actor_holds_one_chunk_and_its_stale_chunks_are_dropped(tmp_path):

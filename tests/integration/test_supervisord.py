@@ -26,9 +26,7 @@ LEARNER_ARGS = (
     "--batch-chunks 2 --unroll-length 16 --checkpoint-interval-s 5 "
     "--heartbeat-interval-s 0.5 --actor-timeout-s 4 --replay-capacity 0"
 )
-ACTOR_ARGS = (
-    "--num-envs 1 --heartbeat-interval-s 0.5 --learner-timeout-s 3 --reconnect-backoff-max-s 2"
-)
+ACTOR_ARGS = "--num-envs 1 --reconnect-backoff-max-s 2"  # heartbeats: the learner's
 
 
 def make(target: str, settings: dict[str, object], timeout_s: float = 60) -> str:

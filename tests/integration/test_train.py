@@ -75,8 +75,9 @@ def settings(tmp_path: Path) -> dict[str, object]:
         "N": 1,
         "EVAL": "false",
         "DEVICE": "cpu",
-        "LEARNER_ARGS": "--batch-chunks 2 --unroll-length 16 --checkpoint-interval-s 3",
-        "ACTOR_ARGS": "--num-envs 2 --learner-timeout-s 3",
+        "LEARNER_ARGS": "--batch-chunks 2 --unroll-length 16 --checkpoint-interval-s 3 "
+        "--heartbeat-interval-s 0.6",  # actors start a new session after 3 s without word
+        "ACTOR_ARGS": "--num-envs 2",
     }
 
 

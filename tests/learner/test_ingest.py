@@ -22,8 +22,9 @@ T, K, A, S = 4, 2, 7, 84
 MODEL = ModelSpec(arch="nature", num_actions=A, frame_size=S).to_wire()
 ENV = EnvSpec(level="1-1,1-2", frame_size=S, frame_skip=4, no_progress_steps=0)
 WELCOME = wire.Welcome(
-    credits=2, policy_version=0, unroll_length=T, model_spec=MODEL, env_spec=ENV.to_wire()
-)
+    credits=2, policy_version=0, unroll_length=T, model_spec=MODEL, env_spec=ENV.to_wire(),
+    heartbeat_interval_s=0.5,  # the learner's (ingest_settings below): actors beat at it
+)  # fmt: skip
 
 
 def register(**kw) -> wire.Register:
@@ -46,6 +47,7 @@ class Client:
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.connect(f"tcp://{source + ':0;' if source else ''}127.0.0.1:{port}")
+        self.acks = 0  # Credits of 0: a chunk received, its credit owed
 
     def send(self, msg) -> None:
         self.sock.send_multipart(msg if isinstance(msg, list) else wire.encode(msg))
@@ -66,6 +68,7 @@ class Client:
                 msg = wire.decode(self.sock.recv_multipart())
                 if isinstance(msg, wire.Credit):
                     total += msg.credits
+                    self.acks += msg.credits == 0
         return total
 
 
@@ -257,6 +260,7 @@ def test_full_queue_stops_granting_credits_until_drained(ingest):
     wait_for(lambda: counter(ingest, "mario_learner_chunks_total", result="accepted") == 6)
     granted = sum(c.credits_within(0.5) for c in actors)
     assert granted == 2  # the chunks that found the queue with room; the other 4 are owed
+    assert sum(c.acks for c in actors) == 4  # but acknowledged at once: the actors know they came
     assert len(ingest.queue) == 6  # bounded by queue capacity + credits in flight, nothing lost
     ingest.take(6, timeout_s=1)
     assert sum(c.credits_within(1.0) for c in actors) == 4  # paid once the train loop drained it

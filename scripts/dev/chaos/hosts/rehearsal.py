@@ -167,7 +167,7 @@ class Rehearsal:
         while time.monotonic() < deadline:
             s = self.scrapes()
             everyone = self.all_actors()
-            streaming = [a for a in everyone if s.get(a, {}).get(watch.CREDIT_TS, 0) > 0]
+            streaming = [a for a in everyone if s.get(a, {}).get(watch.ACK_TS, 0) > 0]
             if len(streaming) == len(everyone) and s["learner"].get(watch.VERSION, 0) >= 1:
                 self.t0 = time.time()
                 self.log("every actor streaming; faults start", actors=len(streaming))
@@ -216,7 +216,7 @@ class Rehearsal:
         and had a chunk received), so the next fault strikes actors that are at work."""
         for name in self.all_actors():
             m = scrapes.get(name, {})
-            if m.get(watch.CREDIT_TS, 0.0) < m.get("process_start_time_seconds", math.inf):
+            if m.get(watch.ACK_TS, 0.0) < m.get("process_start_time_seconds", math.inf):
                 return False
         return True
 

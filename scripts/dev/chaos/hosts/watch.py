@@ -2,8 +2,9 @@
 cut off from the others is still seen), and one tracker per fault, fed every tick.
 
 Every figure comes from the processes' own /metrics: an actor's steps, chunks sent and the time
-the learner last granted it a credit (`mario_actor_last_credit_timestamp_seconds`: the learner
-received one of its chunks), the learner's policy version and chunk counts."""
+the learner last acknowledged one of its chunks (`mario_actor_last_ack_timestamp_seconds`: the
+learner received it, with a credit or owing one while its queue is full), the learner's policy
+version and chunk counts."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ SCRAPE_S = 0.25
 RESUME_TIMEOUT_S = 60.0
 
 STEPS, SENT = "mario_actor_agent_steps_total", "mario_actor_chunks_sent_total"
+ACK_TS = "mario_actor_last_ack_timestamp_seconds"
 CREDIT_TS = "mario_actor_last_credit_timestamp_seconds"
+REGISTERED_TS = "mario_actor_registered_timestamp_seconds"
+SENT_TS = "mario_actor_last_chunk_timestamp_seconds"
 VERSION = "mario_policy_version"
 Scrapes = dict[str, dict[str, float]]  # process name -> flattened samples ({}: no answer)
 
@@ -53,13 +57,16 @@ def streaming_again(
     since: float,
     now: float,
     timeout_s: float,
+    stamp: str = ACK_TS,
 ) -> None:
-    """Book once into `into[name]` how long after `since` the learner granted actor `name` (its
-    scrape `m`) a credit, i.e. received one of its chunks; inf once `timeout_s` passed without."""
+    """Book once into `into[name]` how long after `since` the learner acknowledged a chunk of
+    actor `name` (its scrape `m`), i.e. received it; inf once `timeout_s` passed without.
+    `stamp`: another of the actor's timestamps instead (its registration, its chunk sent, the
+    learner's next credit)."""
     if name in into:
         return
-    if m.get(CREDIT_TS, 0.0) >= since:
-        into[name] = m[CREDIT_TS] - since
+    if m.get(stamp, 0.0) >= since:
+        into[name] = m[stamp] - since
     elif now - since > timeout_s:
         into[name] = math.inf
 
@@ -124,13 +131,18 @@ class Tracker:
 class Cut(Tracker):
     """A link down (an actor host's, or the learner host's): how much each cut-off actor made
     that it did not send (in chunks of one lane: `chunk_steps`), and how soon after the link's
-    return the learner received its chunks again."""
+    return the learner received its chunks again; on the way, when the learner welcomed it again
+    and when it sent its first chunk, and after, when the learner next granted it a credit (its
+    queue full, the train loop's pace), so a slow return shows which step took the time."""
 
     chunk_steps: int = 1
     base: dict[str, tuple[float, float]] = field(default_factory=dict)  # name -> (steps, sent)
     held: dict[str, float] = field(default_factory=dict)
     sent: dict[str, float] = field(default_factory=dict)
     resume_s: dict[str, float] = field(default_factory=dict)
+    registered_s: dict[str, float] = field(default_factory=dict)
+    sent_s: dict[str, float] = field(default_factory=dict)
+    credit_s: dict[str, float] = field(default_factory=dict)
 
     def start(self, scrapes: Scrapes) -> None:
         for name in self.actors:
@@ -151,6 +163,9 @@ class Cut(Tracker):
                 self.sent[name] = sent
             else:
                 streaming_again(self.resume_s, name, m, self.t_end, now, RESUME_TIMEOUT_S)
+                for into, stamp in ((self.registered_s, REGISTERED_TS), (self.sent_s, SENT_TS),
+                                    (self.credit_s, CREDIT_TS)):  # fmt: skip
+                    streaming_again(into, name, m, self.t_end, now, RESUME_TIMEOUT_S, stamp)
 
     def done(self, now: float) -> bool:
         return self.t_end is not None and set(self.resume_s) >= set(self.base)
@@ -162,6 +177,9 @@ class Cut(Tracker):
             "held_chunks": {k: round(v, 2) for k, v in self.held.items()},
             "sent_while_cut": self.sent,
             "streaming_again_s": {k: round(v, 2) for k, v in self.resume_s.items()},
+            "registered_again_s": {k: round(v, 2) for k, v in self.registered_s.items()},
+            "chunk_sent_again_s": {k: round(v, 2) for k, v in self.sent_s.items()},
+            "credit_again_s": {k: round(v, 2) for k, v in self.credit_s.items()},
         }
         return super().summary()
 
