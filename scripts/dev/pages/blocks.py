@@ -334,7 +334,7 @@ def problems(page: str, text: str | None = None) -> list[str]:
         names = {name for name, _ in block.own.hosts}
         for step in block.steps():
             d = step.directives
-            if d.variables and not step.line.is_make and not d.skip:
+            if d.variables and not step.line.is_make and not (d.skip or d.instead):
                 bad.append(f"{step.where}: variables on a line that is not a make command")
             if d.on and d.on not in names:
                 bad.append(f"{step.where}: `on {d.on}`, a machine no `host` of the block names")
