@@ -22,6 +22,8 @@
 ## test-fast: the tests not marked slow
 ## lint: ruff check and ruff format --check
 ## bench: env, pipeline, replay and learner throughput
+## pages: the command blocks of README.md, getting-started and the how-to pages, as their markers shorten them, each page in network namespaces of its own; PASS or FAIL (root)
+## PAGES: the pages make pages runs (empty: every one with command blocks)
 ## TEST_WORKERS: pytest-xdist workers (0: the tests run in one process)
 ##@ Train: a learner, N actors and the eval actor on this host
 ## train: the learner, N actors and the eval actor in the foreground, with a status line; Ctrl-C stops
@@ -125,7 +127,7 @@ SKIP ?=
 EXTRAS_ARG = $(if $(filter file default undefined,$(origin EXTRAS)),,--extras '$(EXTRAS)')
 NO_PYTHON = { echo "error: $(if $(PYTHON),PYTHON=$(PYTHON) not found,no python3.13 or python3.12 found) (PATH, pyenv, uv); install one (pyenv install 3.13) or pass PYTHON=/path/to/python" >&2; exit 1; }
 
-.PHONY: install install-tensorboard wheelhouse test test-all test-fast lint bench
+.PHONY: install install-tensorboard wheelhouse test test-all test-fast lint bench pages
 
 install: $(STAMP)
 
@@ -150,7 +152,7 @@ wheelhouse:
 # cores two workers save about a tenth, docs/PERFORMANCE.md); the tests marked `alone` run after
 # the rest, one at a time. make test: every test but the multi-minute rehearsals (marked
 # `rehearsal`: the soak, the multi-host run, Slurm, an offline install, supervisord's make train
-# and make up); make test-all: make test, then the rehearsals (what CI runs). Between them they run
+# and make up, the pages' commands); make test-all: make test, then the rehearsals (what CI runs). Between them they run
 # every test once (tests/test_suites.py).
 TEST_WORKERS ?= 0
 
@@ -175,6 +177,16 @@ bench: install
 	$(PY) -m scripts.dev.bench.pipeline
 	$(PY) -m scripts.dev.bench.replay
 	$(PY) -m scripts.dev.bench.learner --e2e
+
+# make pages: every ```sh block of README.md, docs/getting-started.md and docs/howto/*.md run as
+# a reader types it, at the shortened length the marker above it gives (or not, with the reason
+# it gives: a GPU, another machine), each page on network namespaces with checkouts of its own,
+# from one short make train; a block without a marker fails make test (scripts/dev/pages).
+# Logs in runs/pages/. Needs root and iproute2.
+PAGES ?=
+
+pages: install
+	$(PY) -m scripts.dev.pages $(PAGES)
 
 .PHONY: help reference
 
