@@ -28,7 +28,7 @@
 ##@ Train: a learner, N actors and the eval actor on this host
 ## train: the learner, N actors and the eval actor in the foreground, with a status line; Ctrl-C stops
 ## learner: the learner alone in the foreground, with its status line
-## actors: this host's N actors alone; the learner elsewhere is LEARNER=host:PORT
+## actors: this host's N actors alone, in the foreground, for the learner elsewhere at LEARNER=host:PORT (their CURVE keys in KEYS)
 ## commands: the command line of every process make up (or make train) would start here
 ## RUN: run directory: config, checkpoints, logs, metrics.jsonl, eval/ (make eval and make report read it)
 ## LEVELS: the run's levels: 1-1 | 1-1,1-2 | world:1 | all (the learner's --level; the actors are told them)
@@ -37,7 +37,7 @@
 ## N: actors on this host (0: one per core but one, at least 1)
 ## FIRST_ACTOR: this host's first actor id: ids FIRST_ACTOR .. FIRST_ACTOR+N-1 (the eval actor's id is 1000000)
 ## RELAY: true: also run a weight relay that this host's actors subscribe to (empty: on a host of 2 or more actors whose LEARNER is elsewhere)
-## HOST: the learner's bind address (it uses PORT and PORT+1)
+## HOST: the learner's bind address (it uses PORT and PORT+1); beyond loopback the learner needs KEYS
 ## PORT: the learner's port for the actors (weights on PORT+1)
 ## DEVICE: the learner's device (and make eval's): auto (the GPU if there is one), cpu, cuda, cuda:N
 ## LEARNER: HOST:PORT the actors connect to (empty: 127.0.0.1:PORT)

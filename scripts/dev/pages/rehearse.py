@@ -3,8 +3,8 @@
 Each page gets machines of its own: `here`, and any a block names with `host`. A machine is a
 network namespace (scripts/dev/chaos/netns.py), where the page's ports (5555, 9000, 9100+i, ...)
 are free whatever else runs on this one, and a checkout of its own: a copy of this working tree
-(tracked and untracked files, not ignored ones) whose `.venv` is a link to the venv running
-this. `here` starts with a short run in runs/default (`seed`), as every page after
+(tracked and untracked files, not ignored ones) whose `.venv` is a view of the venv running this
+(`link_venv`). `here` starts with a short run in runs/default (`seed`), as every page after
 getting-started assumes its reader has trained once. Each line runs in its machine's checkout as
 `bash -c LINE`, in a process group of its own as a terminal would run it; Ctrl-C is SIGINT to
 that group. A page stops at its first failure; what it started is stopped either way, and every
@@ -77,7 +77,7 @@ def stale_venv() -> str | None:
 
 def copy_checkout(to: Path) -> Path:
     """This working tree's files (tracked, and untracked but not ignored) in `to`, with `.venv`
-    a link to the venv running this; mtimes kept, so make finds the venv up to date."""
+    a view of the venv running this (`link_venv`)."""
     listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT,
                             capture_output=True, check=True).stdout  # fmt: skip
     to.mkdir(parents=True)
@@ -87,8 +87,19 @@ def copy_checkout(to: Path) -> Path:
             continue  # deleted in the working tree
         (to / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, to / name, follow_symlinks=False)
-    (to / ".venv").symlink_to(venv())
+    link_venv(to / ".venv")
     return to
+
+
+def link_venv(view: Path) -> None:
+    """`view` as the venv running this: a link to each of its entries but make's stamp, which is
+    the view's own and newer than the checkout's pyproject.toml, so a `make` line there never
+    installs into the venv that the rehearsal and the other checkouts share."""
+    view.mkdir()
+    for entry in venv().iterdir():
+        if entry.name != ".installed":
+            (view / entry.name).symlink_to(entry)
+    (view / ".installed").touch()
 
 
 def tail(path: Path, chars: int = 4000) -> str:
