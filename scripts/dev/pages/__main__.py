@@ -22,7 +22,14 @@ from pathlib import Path
 
 from scripts.dev.chaos import netns
 from scripts.dev.pages.blocks import PAGES, UNMARKED, problems
-from scripts.dev.pages.rehearse import failures, rehearse, seed, stale_venv
+from scripts.dev.pages.rehearse import Outcome, failures, rehearse, seed, stale_venv
+
+
+def report(o: Outcome) -> None:
+    why = f": {o.why.splitlines()[0]}" if o.why else ""
+    print(
+        f"  {o.result:11} {o.seconds:6.1f} s  {o.where} ({o.machine}) {o.command}{why}", flush=True
+    )
 
 
 def rehearsed() -> list[str]:
@@ -33,7 +40,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m scripts.dev.pages", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument("pages", nargs="*", help=f"pages to rehearse (default: {', '.join(rehearsed())})")
+    p.add_argument(
+        "pages", nargs="*", help=f"pages to rehearse (default: {', '.join(rehearsed())})"
+    )
     p.add_argument("--out", default="runs/pages", help="emptied first (default runs/pages)")
     p.add_argument("--check", action="store_true", help="read the markers only; run nothing")
     args = p.parse_args(argv)
@@ -65,10 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     for page in args.pages:
         print(f"\n==== {page}", flush=True)
-        outcomes = rehearse(page, out / re.sub(r"[^\w.-]+", "-", page), trained)
-        for o in outcomes:
-            why = f": {o.why.splitlines()[0]}" if o.why else ""
-            print(f"  {o.result:11} {o.seconds:6.1f} s  {o.where} ({o.machine}) {o.command}{why}")
+        outcomes = rehearse(page, out / re.sub(r"[^\w.-]+", "-", page), trained, report)
         for o in failures(outcomes):
             print(f"\n{o.where} failed: {o.why}\n(log: {o.log})")
         failed += failures(outcomes)

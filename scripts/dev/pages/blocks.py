@@ -217,7 +217,9 @@ def parse_directives(text: str, where: str) -> Directives:
     if m := re.search(r"(?:^|\s)skip(?:\s+(.*))?$", text, re.S):
         skip = " ".join((m.group(1) or "").split())
         if not skip:
-            raise MarkerError(f"{where}: `skip` needs a reason (what this line needs that is missing)")
+            raise MarkerError(
+                f"{where}: `skip` needs a reason (what this line needs that is missing)"
+            )
         text = text[: m.start()]
     try:
         words = shlex.split(text)

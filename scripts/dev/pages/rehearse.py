@@ -13,6 +13,7 @@ process left in its namespaces is killed when its machines go.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -122,14 +124,13 @@ def wait_for(proc: subprocess.Popen, log: Path, pattern: str) -> str | None:
 
 def stop(proc: subprocess.Popen) -> tuple[bool, int | None]:
     """Ctrl-C to the process group; (whether it stopped cleanly, its exit status)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGINT)
-    except ProcessLookupError:
-        pass
     try:
         code = proc.wait(STOP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         return False, None
     return code in CTRL_C_STATUSES, code
@@ -138,11 +139,17 @@ def stop(proc: subprocess.Popen) -> tuple[bool, int | None]:
 class PageRehearsal:
     """One page's blocks, in order, on machines of its own on `net`."""
 
-    def __init__(self, page: str, out: Path, net: netns.Network, seed: Path | None):
-        self.page, self.out, self.net, self.seed = page, out, net, seed
+    def __init__(self, page: str, out: Path, net: netns.Network, seed: Path | None,
+                 report: Callable[[Outcome], None] = lambda o: None):  # fmt: skip
+        self.page, self.out, self.net, self.seed, self.report = page, out, net, seed, report
         self.machines: dict[str, Machine] = {}
         self.outcomes: list[Outcome] = []
         self.logs = 0
+
+    def record(self, *outcomes: Outcome) -> None:
+        for o in outcomes:
+            self.outcomes.append(o)
+            self.report(o)
 
     # -- machines ------------------------------------------------------------------------------
 
@@ -256,22 +263,21 @@ class PageRehearsal:
             path = here.checkout / block.own.write
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(block.text)
-            self.outcomes.append(Outcome(block.where, HERE, f"(its text in {block.own.write})",
-                                         "passed"))  # fmt: skip
+            self.record(Outcome(block.where, HERE, f"(its text in {block.own.write})", "passed"))
             return True
         for command in block.own.before:
             if why := self.plain(here, command, "before"):
-                self.outcomes.append(Outcome(block.where, HERE, command, "failed", why))
+                self.record(Outcome(block.where, HERE, command, "failed", why))
                 return False
         steps = block.steps()
         passed = True
         for i, step in enumerate(steps):
             outcome = self.run_step(step)
-            self.outcomes.append(outcome)
+            self.record(outcome)
             if outcome.result == "failed":
                 passed = False
-                self.outcomes += [Outcome(s.where, s.directives.on or HERE, s.line.text,
-                                          "not reached") for s in steps[i + 1 :]]  # fmt: skip
+                self.record(*(Outcome(s.where, s.directives.on or HERE, s.line.text, "not reached",
+                                      "an earlier line failed") for s in steps[i + 1 :]))  # fmt: skip
                 break
         return self.tidy(block) and passed
 
@@ -285,7 +291,7 @@ class PageRehearsal:
                 if not stopped:
                     clean = False
                     why = f"Ctrl-C at the block's end: exit status {code}:\n{tail(log)}"
-                    self.outcomes.append(Outcome(step.where, machine.name, "Ctrl-C", "failed", why))
+                    self.record(Outcome(step.where, machine.name, "Ctrl-C", "failed", why))
             machine.running.clear()
         for machine in self.machines.values():
             for pid in sorted((machine.checkout / "runs").glob("**/supervisord.pid")):
@@ -293,7 +299,7 @@ class PageRehearsal:
                 command = f"make --no-print-directory down RUN={run}"
                 if why := self.plain(machine, command, "down"):
                     clean = False
-                    self.outcomes.append(Outcome(block.where, machine.name, command, "failed", why))
+                    self.record(Outcome(block.where, machine.name, command, "failed", why))
         return clean
 
     def run(self) -> list[Outcome]:
@@ -335,11 +341,13 @@ def seed(out: Path) -> Path:
     return run
 
 
-def rehearse(page: str, out: Path, seed_run: Path) -> list[Outcome]:
-    """`page`'s blocks in `out` (its checkouts, logs and steps.json)."""
+def rehearse(page: str, out: Path, seed_run: Path,
+             report: Callable[[Outcome], None] = lambda o: None) -> list[Outcome]:  # fmt: skip
+    """`page`'s blocks in `out` (its checkouts, logs and steps.json); `report` hears of each
+    line's outcome as it comes."""
     out.mkdir(parents=True, exist_ok=True)
     with netns.Network() as net:
-        outcomes = PageRehearsal(page, out, net, seed_run).run()
+        outcomes = PageRehearsal(page, out, net, seed_run, report).run()
     (out / "steps.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n")
     return outcomes
 
