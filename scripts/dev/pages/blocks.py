@@ -9,8 +9,9 @@ shortened length, or why it cannot run here:
     ... -->                               clause that matches a line is its)
 
 A command line is a line of the block that is not blank or a comment (continuations joined).
-With no directive a line runs as written, in a copy of the checkout, in a network namespace of
-its own, where the page's ports are free. Directives are words, quoted as in the shell:
+With no directive a line runs as written on the page's machine `here`: a network namespace,
+where the page's ports are free, and a copy of the checkout whose runs/default holds a short run
+(rehearse.py). Directives are words, quoted as in the shell:
 
     NAME=value        added at the end of a `make` line (make takes the last): EPISODES=1, N=1
     skip REASON...    not run here; the rest of the clause says why (a GPU, another machine)
