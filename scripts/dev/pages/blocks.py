@@ -20,7 +20,8 @@ where the page's ports are free, and a copy of the checkout whose runs/default h
                       and it must stop cleanly
     started REGEX     the same, but once REGEX shows the block goes on with it running (a
                       second terminal); Ctrl-C at the block's end, the newest first
-    repeat REGEX      run again, once a second, until its output shows REGEX
+    repeat REGEX      a check: run again, once a second, until a run exits as `exits` says
+                      with REGEX in its output
     exits N,M         the exit statuses that pass (0 unless given)
     on HOST           run on HOST, a machine of the block's own (`host`) with a fresh checkout
     sub OLD NEW       OLD replaced by NEW in the line before it runs
