@@ -35,8 +35,9 @@ STEP_TIMEOUT_S = 900.0  # one line, on a loaded 2-core machine; a hung line fail
 STOP_TIMEOUT_S = 300.0  # Ctrl-C until it has stopped (a learner's final checkpoint)
 POLL_S = 0.5
 CTRL_C_STATUSES = (0, -signal.SIGINT, 128 + signal.SIGINT)  # make re-raises SIGINT once done
-# the short run every page's `here` starts with: make train until its first update, then Ctrl-C
-SEED_COMMAND, SEED_UNTIL = "make train", r"updates +[1-9]"
+# the short run every page's `here` starts with: make train until it has made an update and an
+# episode has ended (so curves and reports have one), then Ctrl-C
+SEED_COMMAND, SEED_UNTIL = "make train", r"updates +[1-9].*[1-9]\d* episodes in"
 
 
 @dataclass
@@ -323,8 +324,8 @@ class PageRehearsal:
 
 
 def seed(out: Path) -> Path:
-    """runs/default of a short `make train` (to its first update, then Ctrl-C) in a checkout of
-    its own: what each page's `here` starts with."""
+    """runs/default of a short `make train` (to its first update and episode, then Ctrl-C) in a
+    checkout of its own: what each page's `here` starts with."""
     with netns.Network() as net:
         host = net.add_host("seed")
         checkout = copy_checkout(out / "seed")
