@@ -22,11 +22,13 @@
 ## test-fast: the tests not marked slow
 ## lint: ruff check and ruff format --check
 ## bench: env, pipeline, replay and learner throughput
+## pages: the command blocks of README.md, getting-started and the how-to pages, as their markers shorten them, each page in network namespaces of its own; PASS or FAIL (root)
+## PAGES: the pages make pages runs (empty: every one with command blocks)
 ## TEST_WORKERS: pytest-xdist workers (0: the tests run in one process)
 ##@ Train: a learner, N actors and the eval actor on this host
 ## train: the learner, N actors and the eval actor in the foreground, with a status line; Ctrl-C stops
 ## learner: the learner alone in the foreground, with its status line
-## actors: this host's N actors alone; the learner elsewhere is LEARNER=host:PORT
+## actors: this host's N actors alone, in the foreground, for the learner elsewhere at LEARNER=host:PORT (their CURVE keys in KEYS)
 ## commands: the command line of every process make up (or make train) would start here
 ## RUN: run directory: config, checkpoints, logs, metrics.jsonl, eval/ (make eval and make report read it)
 ## LEVELS: the run's levels: 1-1 | 1-1,1-2 | world:1 | all (the learner's --level; the actors are told them); make eval's, when set (unset: the run's own, from RUN/config.json)
@@ -35,7 +37,7 @@
 ## N: actors on this host (0: one per core but one, at least 1)
 ## FIRST_ACTOR: this host's first actor id: ids FIRST_ACTOR .. FIRST_ACTOR+N-1 (the eval actor's id is 1000000)
 ## RELAY: true: also run a weight relay that this host's actors subscribe to (empty: on a host of 2 or more actors whose LEARNER is elsewhere)
-## HOST: the learner's bind address (it uses PORT and PORT+1)
+## HOST: the learner's bind address (it uses PORT and PORT+1); beyond loopback the learner needs KEYS
 ## PORT: the learner's port for the actors (weights on PORT+1)
 ## DEVICE: the learner's device (and make eval's): auto (the GPU if there is one), cpu, cuda, cuda:N
 ## LEARNER: HOST:PORT the actors connect to (empty: 127.0.0.1:PORT)
@@ -126,7 +128,7 @@ SKIP ?=
 EXTRAS_ARG = $(if $(filter file default undefined,$(origin EXTRAS)),,--extras '$(EXTRAS)')
 NO_PYTHON = { echo "error: $(if $(PYTHON),PYTHON=$(PYTHON) not found,no python3.13 or python3.12 found) (PATH, pyenv, uv); install one (pyenv install 3.13) or pass PYTHON=/path/to/python" >&2; exit 1; }
 
-.PHONY: install install-tensorboard wheelhouse test test-all test-fast lint bench
+.PHONY: install install-tensorboard wheelhouse test test-all test-fast lint bench pages
 
 install: $(STAMP)
 
@@ -151,7 +153,7 @@ wheelhouse:
 # cores two workers save about a tenth, docs/PERFORMANCE.md); the tests marked `alone` run after
 # the rest, one at a time. make test: every test but the multi-minute rehearsals (marked
 # `rehearsal`: the soak, the multi-host run, Slurm, an offline install, supervisord's make train
-# and make up); make test-all: make test, then the rehearsals (what CI runs). Between them they run
+# and make up, the pages' commands); make test-all: make test, then the rehearsals (what CI runs). Between them they run
 # every test once (tests/test_suites.py).
 TEST_WORKERS ?= 0
 
@@ -176,6 +178,16 @@ bench: install
 	$(PY) -m scripts.dev.bench.pipeline
 	$(PY) -m scripts.dev.bench.replay
 	$(PY) -m scripts.dev.bench.learner --e2e
+
+# make pages: every ```sh block of README.md, docs/getting-started.md and docs/howto/*.md run as
+# a reader types it, at the shortened length the marker above it gives (or not, with the reason
+# it gives: a GPU, another machine), each page on network namespaces with checkouts of its own,
+# from one short make train; a block without a marker fails make test (scripts/dev/pages).
+# Logs in runs/pages/. Needs root and iproute2.
+PAGES ?=
+
+pages: install
+	$(PY) -m scripts.dev.pages $(PAGES)
 
 .PHONY: help reference
 

@@ -372,7 +372,7 @@ def _levels(name: str, episodes: dict[str, episode_windows.Episodes], out: Path)
     title = "Progress and flag rate by level (2-minute windows)"
     lines = ["", f"## {title}", "", f"![{title}](levels.png)", ""]
     lines += level_table(episode_windows.level_rows(episodes[name], WINDOW_S, LAST_EPISODES))
-    if len(episodes) > 1:
+    if len(episodes) > 1 and any(by_level.values()):  # before any episode ends, no level has one
         learning_curve.plot_runs_by_level(by_level, out / "levels-compare.png")
         compared = "The runs level by level"
         lines += ["", f"### {compared}", "", f"![{compared}](levels-compare.png)"]

@@ -231,3 +231,16 @@ def test_a_run_of_one_level_gets_its_progress_and_no_mean(tmp_path):
     md = (tmp_path / "run/report/REPORT.md").read_text()
     assert "](levels.png)" in md and "| 1-1 | 180 |" in md
     assert "mean (levels alike)" not in md and "levels-compare" not in md
+
+
+def test_runs_compared_before_any_episode_has_ended_get_a_report(tmp_path):
+    """make report COMPARE= of runs whose episode logs hold only their start (a run's first
+    minutes): no levels to compare, and no crash over it."""
+    runs = [tmp_path / name for name in ("s0", "s1", "s2")]
+    for run in runs:
+        write_log(run, rows=3)
+        RunDir(run).episodes.write_text(json.dumps({"event": "start", "time": T0}) + "\n")
+    argv = ["--run-dir", str(runs[0]), "--compare", *map(str, runs[1:])]
+    assert report.main(argv) == 0
+    md = (runs[0] / "report/REPORT.md").read_text()
+    assert "](curve.png)" in md and "levels-compare" not in md
