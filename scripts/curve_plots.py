@@ -274,8 +274,10 @@ def plot_frames(
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8, loc="upper left")
+    handles, labels = axes[0].get_legend_handles_labels()  # under both panels, off the curves
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8)
     _title(fig, refs)
-    fig.tight_layout()
+    rows = -(-len(labels) // 5)
+    fig.tight_layout(rect=(0, 0.07 * rows, 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)

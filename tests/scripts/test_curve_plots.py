@@ -38,9 +38,9 @@ def legends(monkeypatch) -> list[list[str]]:
 
 
 def texts(figure) -> list[str]:
-    return [
-        t.get_text() for ax in figure.axes if ax.get_legend() for t in ax.get_legend().get_texts()
-    ]
+    """The entries of the figure's legends: its own, then its axes'."""
+    legends = [*figure.legends, *(ax.get_legend() for ax in figure.axes)]
+    return [t.get_text() for legend in legends if legend for t in legend.get_texts()]
 
 
 def test_references_are_named_with_the_setting_they_were_measured_on(
