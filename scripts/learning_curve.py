@@ -98,7 +98,7 @@ def frames_table(
     Factory's 1-1 curve where its bins are the same and the runs are of 1-1, then the random
     floors of `refs`."""
     sf = SAMPLE_FACTORY_1_1_BY_FRAMES
-    reference = {end: (x, f) for end, x, f in sf.points}
+    sf_bins = {end: (x, f) for end, x, f in sf.points}
     with_sf = window_frames == 200_000 and refs.sample_factory
     names = list(runs)
     mean_col = len(names) > 1
@@ -125,7 +125,7 @@ def frames_table(
             else:
                 cells.append("-")
         if with_sf:
-            cells.append(cell(*reference[end]) if end in reference else "-")
+            cells.append(cell(*sf_bins[end]) if end in sf_bins else "-")
         lines.append(f"| {end:,} | " + " | ".join(cells) + " |")
     text = "mean max x / flag rate per window of env frames\n" + "\n".join(lines)
     floors = floor_lines(refs)
@@ -297,8 +297,8 @@ def _by_frames(args: argparse.Namespace, labels: dict[Path, str]) -> int:
             drawn = () if args.no_reference else reference.settings_drawn([settings[r]])
             text = frames_level_table(str(r), by_level, drawn)
             per_level = {
-                lv: milestones(eps if lv == MEAN else of_level(eps, lv), ws)
-                for lv, ws in by_level.items()
+                lv: milestones(eps if lv == MEAN else of_level(eps, lv), level_windows)
+                for lv, level_windows in by_level.items()
             }
             level_texts.append(
                 text + "\n\n" + milestones_table(per_level, args.window_frames, "level")
