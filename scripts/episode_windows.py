@@ -181,6 +181,11 @@ def levels_of(eps: Episodes) -> tuple[str, ...]:
     return tuple(sorted(set(eps.level.tolist()), key=lambda lv: (order.get(lv, len(order)), lv)))
 
 
+def of_level(eps: Episodes, level: str) -> Episodes:
+    """The episodes of one level."""
+    return _only(eps, eps.level == level)
+
+
 def _only(eps: Episodes, mask: np.ndarray) -> Episodes:
     return eps._replace(
         time=eps.time[mask],
@@ -237,6 +242,7 @@ class FrameWindow(NamedTuple):
     mean_max_x: float | None
     flag_rate: float | None
     mean_progress: float | None = None  # 0-1; None: no episode, or a level of unknown length
+    last_s: float | None = None  # the run's own seconds at its last episode; None: no episode
 
 
 def frame_windows(eps: Episodes, window_frames: int, run_frames: int = 0) -> list[FrameWindow]:
@@ -261,6 +267,7 @@ def frame_windows(eps: Episodes, window_frames: int, run_frames: int = 0) -> lis
                 float(eps.max_x[sel].mean()) if n else None,
                 float(eps.flag[sel].mean()) if n else None,
                 float(prog.mean()) if prog.size else None,
+                float(eps.run_s[sel].max()) if n else None,
             )
         )
     return out
@@ -283,6 +290,7 @@ def frame_windows_by_level(
                 _mean([w.mean_max_x for w in ws]),
                 _mean([w.flag_rate for w in ws]),
                 _mean([w.mean_progress for w in ws]),
+                max((w.last_s for w in ws if w.last_s is not None), default=None),
             )
             for ws in zip(*out.values(), strict=True)
         ]

@@ -9,11 +9,13 @@ Then the best policy the eval actor kept (RUN/eval/best-policy.pt: its version, 
 figures behind it; what `make eval` plays by default) and the last `make eval` (RUN/eval/
 summary.json: which file it played, then its figures per setting and policy, perturbed first).
 
-From RUN/episodes.jsonl (scripts/episode_windows.py), when there is one: the learning
-curve per 2-minute window (curve.png, with the runs of --compare beside), then, level by level,
-progress (max x as a share of the level; mean max x for a level of unknown length) and flag rate
-per window with their mean over levels, each level alike (levels.png), a table of each level's
-newest episodes, and with --compare every run level by level (levels-compare.png)."""
+From RUN/episodes.jsonl (scripts/episode_windows.py), when there is one (scripts/report_curves.py):
+the learning curve per 2-minute window (curve.png, with the runs of --compare beside), then, level
+by level, progress (max x as a share of the level; mean max x for a level of unknown length) and
+flag rate per window with their mean over levels, each level alike (levels.png), a table of each
+level's newest episodes, and with --compare every run level by level (levels-compare.png); each
+beside a random policy's floor in the run's setting, unperturbed or perturbed, and on 1-1 Sample
+Factory's curve (unperturbed), every one named with the setting it was measured on."""
 
 from __future__ import annotations
 
@@ -34,19 +36,13 @@ import numpy as np
 
 from actor.best import read_best
 from common.rundir import RunDir
-from scripts import episode_windows, learning_curve
+from scripts import episode_windows, report_curves
 
 
 class Figure(NamedTuple):
     name: str  # file stem: RUN/report/<name>.png
     title: str
     panels: tuple[tuple[str, tuple[str, ...]], ...]  # (y label, metric keys) per row of panels
-
-
-WINDOW_S = 120.0  # the learning curves' windows of training episodes
-LAST_EPISODES = (
-    50  # each level's newest episodes behind its progress and flag rate (learner.levels.WINDOW)
-)
 
 
 FIGURES = (
@@ -335,76 +331,9 @@ def report(
             evaluation = None
     video_link = os.path.relpath(eval_path.parent / "best.mp4", out)
     text = render(run_dir, summary, log.malformed, evaluation, video_link)
-    text += _curves(run_dir, compare, out)
+    text += report_curves.curves(run_dir, compare, out)
     (out / "REPORT.md").write_text(text)
     return summary, log
-
-
-def _curves(run_dir: Path, compare: list[Path], out: Path) -> str:
-    """The learning curve per 2-minute window from RUN/episodes.jsonl (and the runs compared),
-    beside Sample Factory's and a random policy's on 1-1, then progress and flag rate by level;
-    empty if the run has no episode log."""
-    episodes = {}
-    for run in [run_dir, *compare]:
-        path = RunDir(run).episodes
-        if path.is_file():
-            try:
-                episodes[run.name] = episode_windows.read_episodes(path)
-            except ValueError:
-                continue
-    if not episodes:
-        return ""
-    curves = {name: episode_windows.windows(eps, WINDOW_S) for name, eps in episodes.items()}
-    learning_curve.plot_curves(curves, out / "curve.png")
-    tables = "\n\n".join(learning_curve.table(name, ws) for name, ws in curves.items())
-    title = "Learning curve (2-minute windows of training episodes)"
-    text = f"\n## {title}\n\n![{title}](curve.png)\n\n{tables}\n"
-    return text + _levels(run_dir.name, episodes, out)
-
-
-def _levels(name: str, episodes: dict[str, episode_windows.Episodes], out: Path) -> str:
-    """Progress and flag rate by level: the run's curves (levels.png) and table, and, with runs
-    to compare, every run level by level (levels-compare.png)."""
-    if name not in episodes:
-        return ""
-    by_level = {n: episode_windows.windows_by_level(e, WINDOW_S) for n, e in episodes.items()}
-    learning_curve.plot_levels(by_level[name], out / "levels.png", f"{name}: by level")
-    title = "Progress and flag rate by level (2-minute windows)"
-    lines = ["", f"## {title}", "", f"![{title}](levels.png)", ""]
-    lines += level_table(episode_windows.level_rows(episodes[name], WINDOW_S, LAST_EPISODES))
-    if len(episodes) > 1 and any(by_level.values()):  # before any episode ends, no level has one
-        learning_curve.plot_runs_by_level(by_level, out / "levels-compare.png")
-        compared = "The runs level by level"
-        lines += ["", f"### {compared}", "", f"![{compared}](levels-compare.png)"]
-    return "\n".join(lines) + "\n"
-
-
-def level_table(rows: list[episode_windows.LevelRow]) -> list[str]:
-    """REPORT.md's table of levels: progress and flag rate over each level's newest episodes,
-    the best 2-minute window's progress, the furthest x; with several levels, their mean (each
-    level alike; a level of unknown length, whose progress column shows its mean max x, is left
-    out of the mean progress)."""
-    pct = "{:.1%}"
-    lines = [
-        f"| level | episodes | progress, newest {LAST_EPISODES} | flag rate, newest "
-        f"{LAST_EPISODES} | best window progress | furthest x |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        prog = _num(r.progress, pct) if r.progress is not None else f"x {_num(r.mean_max_x)}"
-        lines.append(
-            f"| {r.level} | {r.episodes:,} | {prog} | {_num(r.flag_rate, pct)} "
-            f"| {_num(r.best_progress, pct)} | {_num(r.furthest_x, '{:,.0f}')} |"
-        )
-    if len(rows) > 1:
-        prog = [r.progress for r in rows if r.progress is not None]
-        flags = [r.flag_rate for r in rows if r.flag_rate is not None]
-        lines.append(
-            f"| mean (levels alike) | {sum(r.episodes for r in rows):,} "
-            f"| {_num(float(np.mean(prog)) if prog else None, pct)} "
-            f"| {_num(float(np.mean(flags)) if flags else None, pct)} | | |"
-        )
-    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

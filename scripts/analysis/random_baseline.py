@@ -2,6 +2,8 @@
 
     python -m scripts.analysis.random_baseline --levels world:1 --episodes 20 [--perturbed]
     python -m scripts.analysis.random_baseline --level 1-1 --episodes 200
+    python -m scripts.analysis.random_baseline --levels all --episodes 50 --settings perturbed \
+        --floors scripts/random_floors.json
 
 The floor of each level's training curve: a run has learned something on a level once its
 progress is clearly above this one, measured with the same frame skip, action set and no-progress
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shlex
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -24,8 +27,12 @@ import numpy as np
 from actor.evaluation import NES_FPS, Policy, random_policy
 from common.env import FrameEnv
 from common.env_spec import EnvSpec
+from scripts import reference
 from scripts.evaluate import matrix as em
 from scripts.evaluate import tables
+
+SETTINGS = {"plain": em.Setting("plain", 0.0, 0), "perturbed": em.PERTURBED}
+FLOOR_SETTING = {"plain": reference.UNPERTURBED, "perturbed": reference.PERTURBED}
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -54,9 +61,20 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--episodes", type=int, default=200, help="episodes to play on each level")
     p.add_argument(
+        "--settings",
+        default="plain",
+        help="plain | perturbed (sticky actions 0.25, no-op starts 0..30) | plain,perturbed",
+    )
+    p.add_argument(
         "--perturbed",
         action="store_true",
         help="play every level plain and with sticky actions 0.25 and no-op starts 0..30 too",
+    )
+    p.add_argument(
+        "--floors",
+        type=Path,
+        default=None,
+        help="merge each level's floor into this file (scripts/random_floors.json: the curves')",
     )
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--video", action="store_true", help="keep each level's best video and still")
@@ -66,6 +84,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.episodes < 1:
         p.error(f"--episodes must be >= 1, got {args.episodes}")
+    names = [n.strip() for n in args.settings.split(",")]
+    if args.perturbed:
+        names = ["plain", "perturbed"]
+    if not names or any(n not in SETTINGS for n in names) or len(set(names)) < len(names):
+        p.error(f"--settings must be plain, perturbed or plain,perturbed, got {args.settings!r}")
+    args.settings = [SETTINGS[n] for n in names]
     return args
 
 
@@ -80,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if problems := spec.problems():
         print("error: invalid env: " + "; ".join(problems), file=sys.stderr)
         return 2
-    settings = [em.Setting("plain", 0.0, 0), *([em.PERTURBED] if args.perturbed else [])]
+    settings = args.settings
     first = FrameEnv(dataclasses.replace(spec, level=spec.levels[0]))  # its action count
     num_actions = first.num_actions
     first.close()
@@ -92,9 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results, bests = [], []
     fps = Fraction(NES_FPS, spec.frame_skip)
+    command = "python -m scripts.analysis.random_baseline " + shlex.join(
+        sys.argv[1:] if argv is None else argv
+    )
     for r in em.play_levels(spec, settings, policies_for, seed=args.seed, record=args.video):
         if (best := em.write_best(args.out, r, fps)) is not None:
             bests.append(best)
+        if args.floors is not None:
+            reference.save_floor(args.floors, _floor(r, command))
         results.append(r._replace(played=r.played._replace(best_frames=[])))
     matrix = em.tabulate(results)
     notes = {em.PERTURBED.name: "sticky actions 0.25, no-op starts 0..30"}
@@ -114,6 +143,16 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     print(f"tables: {args.out / 'summary.md'}, {args.out / 'summary.json'}")
     return 0
+
+
+def _floor(r: em.LevelResult, command: str) -> reference.Floor:
+    """One played level's floor, as the curves read it."""
+    c = em.cell(r.setting.name, r.level, "random", r.played.episodes["random"])
+    return reference.Floor(
+        r.level, FLOOR_SETTING[r.setting.name], c.episodes, round(c.mean_max_x, 1),
+        None if c.mean_progress is None else round(c.mean_progress, 4), round(c.flag_rate, 4),
+        command,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

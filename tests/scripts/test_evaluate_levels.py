@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from common.levels import level_lengths
+from scripts import reference
 from scripts.analysis import random_baseline
 from scripts.evaluate import main as evaluate
 from tests.scripts.test_evaluate import make_run, read_video
@@ -165,3 +166,32 @@ def test_the_random_baseline_writes_the_same_table_per_level(tmp_path, capsys):
     md = (out / "summary.md").read_text()
     assert "### random" in md and "| **mean** | 3 |" in md and md in capsys.readouterr().out
     assert not list(out.glob("*.mp4"))  # videos only with --video
+
+
+@pytest.mark.slow
+def test_the_random_baseline_merges_each_levels_floor_with_its_command(tmp_path):
+    """--settings perturbed plays the perturbed setting alone; --floors keeps each level's floor
+    in that setting beside what the file held, with the command that measured it."""
+    floors = tmp_path / "floors.json"
+    kept = reference.Floor("1-1", reference.UNPERTURBED, 200, 637.0, 0.2015, 0.0, "earlier")
+    reference.save_floor(floors, kept)
+    argv = ["--levels", ",".join(LEVELS), "--episodes", "2", "--no-progress-steps", "30"]
+    argv += ["--settings", "perturbed", "--floors", str(floors), "--out", str(tmp_path / "out")]
+    assert random_baseline.main(argv) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["matrix"]["settings"] == ["perturbed"]
+    for row in summary["matrix"]["rows"]:
+        f = reference.floor(row["level"], reference.PERTURBED, floors)
+        assert f.episodes == 2 and f.mean_max_x == pytest.approx(row["mean_max_x"], abs=0.05)
+        assert f.mean_progress == pytest.approx(row["mean_progress"], abs=1e-4)
+        assert f.command == "python -m scripts.analysis.random_baseline " + " ".join(argv)
+    assert reference.floor("1-1", reference.UNPERTURBED, floors) == kept
+
+
+@pytest.mark.parametrize("settings", ["perturbd", "plain,plain", ""])
+def test_the_random_baseline_refuses_an_unknown_setting(tmp_path, capsys, settings):
+    with pytest.raises(SystemExit) as exc:
+        random_baseline.main(["--settings", settings, "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2
+    assert "--settings must be plain, perturbed or plain,perturbed" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

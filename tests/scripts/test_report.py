@@ -244,3 +244,17 @@ def test_runs_compared_before_any_episode_has_ended_get_a_report(tmp_path):
     assert report.main(argv) == 0
     md = (runs[0] / "report/REPORT.md").read_text()
     assert "](curve.png)" in md and "levels-compare" not in md
+
+
+def test_a_perturbed_runs_report_sets_each_level_beside_its_perturbed_floor(tmp_path, floors):
+    run = tmp_path / "run"
+    write_log(run, rows=3)
+    write_episodes(run, ("1-1", "1-2"))
+    RunDir(run).config.write_text(json.dumps({"seed": 0, "sticky_actions": 0.25, "noop_max": 30}))
+    assert report.main(["--run-dir", str(run)]) == 0
+    md = (run / "report" / "REPORT.md").read_text()
+    assert "| furthest x | random policy, perturbed |" in md and "unperturbed |" not in md
+    # 600 / 3161 and 400 / 3161 (the floors fixture), and their mean
+    assert "| 1-1 | 90 | 72.0% | 20.0% | 80.0% | 2,845 | 19.0% |" in md
+    assert "| 1-2 | 90 | 65.0% | 0.0% | 75.0% | 2,829 | 12.7% |" in md
+    assert "| mean (levels alike) | 180 | 68.5% | 10.0% | | | 15.8% |" in md
