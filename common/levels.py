@@ -141,6 +141,22 @@ def progress(level: str, max_x: int, flag: bool = False) -> float | None:
     return min(max(max_x / length, 0.0), 1.0)
 
 
+# Width of the bins of x in which `end_x` counts where episodes end
+END_X_BIN = 100
+
+
+def end_x(max_xs: list[int] | tuple[int, ...]) -> float | None:
+    """Where most of these episodes ended: the median max x of the END_X_BIN-wide bin of x that
+    holds the most of them (the lowest such bin on a tie); None without any. Fed the episodes
+    that took no flag, it names a level's wall: 1-2's ledge shows as ~980."""
+    if not max_xs:
+        return None
+    xs = np.asarray(max_xs)
+    bins = xs // END_X_BIN
+    values, counts = np.unique(bins, return_counts=True)
+    return float(np.median(xs[bins == values[np.argmax(counts)]]))
+
+
 def unmeasured(levels: tuple[str, ...]) -> list[str]:
     """The stages of `levels` whose length is not known (their progress is None)."""
     return [lv for lv in levels if is_stage(lv) and lv not in level_lengths()]

@@ -163,6 +163,7 @@ class LearnerMetrics(_Metrics):
         # --- levels: the newest 50 training episodes of each (learner/levels.py WINDOW), and the draw ---
         _M("level_progress", Gauge, "mario_level_progress", "Mean progress of the level's newest training episodes (0-1).", ("level",), row="progress", tag="level/{level}/progress"),
         _M("level_flag_rate", Gauge, "mario_level_flag_rate", "Flag rate of the level's newest training episodes.", ("level",), row="flag_rate", tag="level/{level}/flag_rate"),
+        _M("level_end_x", Gauge, "mario_level_end_x", "Where most of the level's newest training episodes that took no flag ended: the median max x of the 100-wide bin of x holding the most of them (a level's wall shows here).", ("level",), row="end_x", tag="level/{level}/end_x"),
         # a collapse: each level's best full window so far in the run (the checkpoint keeps it) and
         # the fall of its window now from it (0 until the window is full)
         _M("level_progress_best", Gauge, "mario_level_progress_best", "Best mean progress of a full window of the level's newest training episodes so far in the run (0-1).", ("level",), row="progress_best", tag="level/{level}/progress_best"),

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from common.levels import progress
+from common.levels import end_x, progress
 
 # Episodes per level behind its progress and flag rate
 WINDOW = 50
@@ -31,6 +31,7 @@ class LevelSummary(NamedTuple):
     best_flag_rate: float | None = None  # the best `flag_rate` of a full window so far
     progress_fall: float | None = None  # best_progress - progress; None: the window is not full
     flag_rate_fall: float | None = None  # best_flag_rate - flag_rate; None: not full
+    end_x: float | None = None  # where most of the window's flagless episodes ended (levels.end_x)
 
 
 class LevelStats:
@@ -38,6 +39,7 @@ class LevelStats:
         self.levels = levels
         self._progress = {lv: deque[float](maxlen=window) for lv in levels}
         self._flags = {lv: deque[bool](maxlen=window) for lv in levels}
+        self._ends = {lv: deque[int](maxlen=window) for lv in levels}  # flagless episodes' max x
         self._episodes = dict.fromkeys(levels, 0)
         self._best: dict[str, dict[str, float]] = {lv: {} for lv in levels}  # {"progress": ...}
         self._lock = threading.Lock()
@@ -49,6 +51,8 @@ class LevelStats:
                 return
             self._episodes[level] += 1
             self._flags[level].append(flag)
+            if not flag:
+                self._ends[level].append(max_x)
             p = progress(level, max_x, flag)
             if p is not None:
                 self._progress[level].append(p)
@@ -81,7 +85,7 @@ class LevelStats:
         return LevelSummary(
             self._episodes[level], mean_progress, flag_rate, len(flags), best.get("progress"),
             best.get("flag_rate"), _fall(best.get("progress"), mean_progress, prog),
-            _fall(best.get("flag_rate"), flag_rate, flags),
+            _fall(best.get("flag_rate"), flag_rate, flags), end_x(tuple(self._ends[level])),
         )  # fmt: skip
 
 

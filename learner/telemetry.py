@@ -195,7 +195,7 @@ class Telemetry:
         entropy, value_error = stats.level_entropy.tolist(), stats.level_value_error.tolist()
         draws = self.level_weights()
         names = [f"level_{k}" for k in ("progress", "flag_rate", "advantage_std", "entropy")]
-        names += ["level_value_error", "level_draw_weight"]
+        names += ["level_value_error", "level_draw_weight", "level_end_x"]
         names += [f"level_{k}_{w}" for k in ("progress", "flag_rate") for w in ("best", "fall")]
         out: dict[str, dict[str, float | None]] = {name: {} for name in names}
         for i, (level, s) in enumerate(summary.items()):  # i: the learner's set order
@@ -209,6 +209,7 @@ class Telemetry:
             out["level_entropy"][level] = entropy[i] if steps[i] >= 1 else None
             out["level_value_error"][level] = value_error[i] if steps[i] >= 1 else None
             out["level_draw_weight"][level] = draws.get(level, 1.0 / len(summary))
+            out["level_end_x"][level] = s.end_x
         return out | {
             "levels_progress": _mean_of(out["level_progress"].values()),
             "levels_flag_rate": _mean_of(out["level_flag_rate"].values()),

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from common.levels import ALL_STAGES, progress
+from common.levels import ALL_STAGES, end_x, progress
 
 MEAN = "mean"  # the key of the mean over levels among a run's per-level windows
 
@@ -68,6 +68,7 @@ class LevelRow(NamedTuple):
     mean_max_x: float | None  # over the newest episodes
     best_progress: float | None  # the best window's mean progress
     furthest_x: float | None  # the furthest any episode got
+    end_x: float | None = None  # where most of the newest flagless episodes ended (levels.end_x)
 
 
 def read_episodes(path: Path, level: str | None = None) -> Episodes:
@@ -365,6 +366,7 @@ def level_rows(eps: Episodes, window_s: float, last: int = 50) -> list[LevelRow]
                 float(mine.max_x[newest].mean()) if n else None,
                 max(best) if best else None,
                 float(mine.max_x.max()) if n else None,
+                end_x(tuple(int(x) for x in mine.max_x[newest][~mine.flag[newest]])),
             )
         )
     return out

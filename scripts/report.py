@@ -264,6 +264,34 @@ def _last_evaluation(evaluation: dict[str, Any], video_link: str) -> list[str]:
                 f"| {_num(s.get('mean_max_x'))} | {_num(s.get('median_max_x'))} "
                 f"| {_num(s.get('flag_rate'), '{:.1%}')} | {_num(s.get('mean_return'))} |"
             )
+    return [*lines, "", *_evaluation_by_level(evaluation, first)]
+
+
+def _evaluation_by_level(evaluation: dict[str, Any], setting: str) -> list[str]:
+    """REPORT.md's lines for the last evaluation level by level, in its headline `setting`
+    (perturbed by default): each level's progress and flag rate per policy, and the x bin where
+    most of its episodes without a flag ended (the matrix's most common end point)."""
+    rows = [
+        r
+        for r in (evaluation.get("matrix") or {}).get("rows", [])
+        if r.get("setting") == setting and r.get("level") != "mean"
+    ]
+    if not rows:
+        return []
+    lines = [
+        f"By level ({setting or 'as trained'}):",
+        "",
+        "| level | policy | episodes | progress | flag rate | most end at x |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        ends = r.get("ends") or []
+        end = f"{ends[0]['x_from']:,}-{ends[0]['x_to']:,} ({ends[0]['outcome']})" if ends else "-"
+        lines.append(
+            f"| {r['level']} | {r['policy']} | {r.get('episodes', '?')} "
+            f"| {_num(r.get('mean_progress'), '{:.1%}')} | {_num(r.get('flag_rate'), '{:.1%}')} "
+            f"| {end} |"
+        )
     return [*lines, ""]
 
 

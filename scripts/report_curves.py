@@ -80,7 +80,8 @@ def _levels(
 
 def level_table(rows: list[episode_windows.LevelRow], settings: tuple[str, ...] = ()) -> list[str]:
     """REPORT.md's table of levels: progress and flag rate over each level's newest episodes,
-    the best 2-minute window's progress, the furthest x, and a random policy's floor in each of
+    the best 2-minute window's progress, the furthest x, where most of the newest flagless
+    episodes ended (common.levels.end_x), and a random policy's floor in each of
     `settings` (its progress; its mean max x where the progress column shows max x); with several
     levels, their mean (each level alike; a level of unknown length, whose progress column shows
     its mean max x, is left out of the mean progress)."""
@@ -88,15 +89,16 @@ def level_table(rows: list[episode_windows.LevelRow], settings: tuple[str, ...] 
     floor_heads = "".join(f" random policy, {s} |" for s in settings)
     lines = [
         f"| level | episodes | progress, newest {LAST_EPISODES} | flag rate, newest "
-        f"{LAST_EPISODES} | best window progress | furthest x |{floor_heads}",
-        "|---|---:|---:|---:|---:|---:|" + "---:|" * len(settings),
+        f"{LAST_EPISODES} | best window progress | furthest x | most end at x |{floor_heads}",
+        "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(settings),
     ]
     for r in rows:
         prog = _num(r.progress, pct) if r.progress is not None else f"x {_num(r.mean_max_x)}"
         floors = "".join(f" {_floor_cell(r, s)} |" for s in settings)
         lines.append(
             f"| {r.level} | {r.episodes:,} | {prog} | {_num(r.flag_rate, pct)} "
-            f"| {_num(r.best_progress, pct)} | {_num(r.furthest_x, '{:,.0f}')} |{floors}"
+            f"| {_num(r.best_progress, pct)} | {_num(r.furthest_x, '{:,.0f}')} "
+            f"| {_num(r.end_x, '{:,.0f}')} |{floors}"
         )
     if len(rows) > 1:
         prog = [r.progress for r in rows if r.progress is not None]
@@ -105,7 +107,7 @@ def level_table(rows: list[episode_windows.LevelRow], settings: tuple[str, ...] 
         lines.append(
             f"| mean (levels alike) | {sum(r.episodes for r in rows):,} "
             f"| {_num(float(np.mean(prog)) if prog else None, pct)} "
-            f"| {_num(float(np.mean(flags)) if flags else None, pct)} | | |{floors}"
+            f"| {_num(float(np.mean(flags)) if flags else None, pct)} | | | |{floors}"
         )
     return lines
 

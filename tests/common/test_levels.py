@@ -9,8 +9,10 @@ import pytest
 
 from common.levels import (
     ALL_STAGES,
+    END_X_BIN,
     LevelSchedule,
     LevelSetError,
+    end_x,
     level_lengths,
     parse_levels,
     progress,
@@ -155,3 +157,18 @@ def test_a_bad_set_is_refused_by_the_env_spec_with_every_problem():
     assert len(problems) == 1 and "'world:0'" in problems[0] and "'9-9'" in problems[0]
     assert EnvSpec(level="world:1").is_mario and EnvSpec(level="all").levels[-1] == "8-4"
     assert not EnvSpec(level="tests.fakes:Corridor-v0").is_mario
+
+
+def test_end_x_is_the_median_of_the_bin_where_most_episodes_end():
+    assert end_x([]) is None
+    assert end_x([975, 981, 990, 400, 1510]) == 981  # three in 900-999
+    assert end_x([120, 130, 990]) == 125
+    assert end_x([150, 950]) == 150  # a tie: the lower bin
+    # the slow reference: count each bin, take the fullest (lowest on a tie), its median
+    rng = np.random.default_rng(0)
+    xs = [int(x) for x in rng.integers(40, 3000, 200)]
+    counts = {}
+    for x in xs:
+        counts.setdefault(x // END_X_BIN, []).append(x)
+    fullest = min(counts, key=lambda b: (-len(counts[b]), b))
+    assert end_x(xs) == float(np.median(counts[fullest]))

@@ -82,9 +82,11 @@ def test_a_set_shows_its_mean_progress_and_flag_rate_over_levels_and_its_weakest
     mean = np.mean([np.mean(p) for p in per_level.values()])  # each level alike
     flags = np.mean([0.5, 0.0])
     weakest = 100 * np.mean(per_level["1-3"])
-    assert f["levels"] == (
-        f"set of 2: progress {mean:4.0%} flags {flags:4.0%}, weakest 1-3 {weakest / 100:4.0%}"
-    )
+    line = f"set of 2: progress {mean:4.0%} flags {flags:4.0%}, weakest 1-3 {weakest / 100:4.0%}"
+    assert f["levels"] == line  # no mario_level_end_x recorded yet: no end
+    m.record({"level_end_x": {"1-1": 1000.0, "1-3": 600.0}})  # the learner's gauge
+    f = fields(status.status_line(sample(m), before, 5.0))
+    assert f["levels"] == line + " (ends x 600)"  # the weakest level's
     one = LearnerMetrics(levels=["1-1"])
     one.observe_episode("1-1", "death", 1.0, 1000, 9, progress("1-1", 1000))
     assert fields(status.status_line(sample(one), {}, 5.0))["levels"] == (

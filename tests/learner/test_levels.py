@@ -31,6 +31,17 @@ def test_the_window_keeps_the_newest_episodes():
     assert stats.summary()["1-1"][:4] == (6, 1.0, 1.0, 3)
 
 
+def test_a_levels_end_x_is_where_most_of_its_flagless_episodes_end():
+    stats = LevelStats(("1-2",), window=4)
+    assert stats.summary()["1-2"].end_x is None
+    for x, flag in ((3000, True), (975, False), (990, False), (400, False)):
+        stats.add("1-2", x, flag)
+    assert stats.summary()["1-2"].end_x == 982.5  # the ledge; the flag is no end
+    for x in (400, 410, 420):  # the window of flagless episodes keeps the newest 4
+        stats.add("1-2", x, False)
+    assert stats.summary()["1-2"].end_x == 405  # 400, 400, 410, 420
+
+
 def play(stats: LevelStats, flags: str, level: str = "1-1") -> None:
     """Episodes on `level`: "F" reaches the flag, "." dies a quarter of the way."""
     length = level_lengths()[level]

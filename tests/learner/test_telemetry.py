@@ -255,7 +255,7 @@ class FakeLevels:
     levels = LEVELS
 
     def summary(self) -> dict[str, LevelSummary]:
-        played = LevelSummary(3, 0.4, 1 / 3, 3, 0.5, 0.5, 0.1, 1 / 6)
+        played = LevelSummary(3, 0.4, 1 / 3, 3, 0.5, 0.5, 0.1, 1 / 6, end_x=980.0)
         return {"1-1": played, "1-2": LevelSummary(0, None, None, 0)}
 
 
@@ -304,6 +304,7 @@ def test_the_train_loops_record_fills_every_output_from_one_set_of_gauges(
     assert row["levels"]["1-2"] == dict.fromkeys(level_keys()) | {"draw_weight": 0.5}
     assert row["levels"]["1-1"]["progress_best"] == 0.5  # FakeLevels: best 0.5, fall 0.1
     assert row["levels"]["1-1"]["progress_fall"] == 0.1
+    assert row["levels"]["1-1"]["end_x"] == 980.0
     assert row["levels"]["1-1"]["progress"] == 0.4
     assert row["levels"]["1-1"]["entropy"] == pytest.approx(float(stats.level_entropy[0]))
     assert r.get_sample_value("mario_levels_mean_progress") == 0.4  # 1-2 has no figure

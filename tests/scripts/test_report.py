@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from common.rundir import RunDir
@@ -253,8 +254,55 @@ def test_a_perturbed_runs_report_sets_each_level_beside_its_perturbed_floor(tmp_
     RunDir(run).config.write_text(json.dumps({"seed": 0, "sticky_actions": 0.25, "noop_max": 30}))
     assert report.main(["--run-dir", str(run)]) == 0
     md = (run / "report" / "REPORT.md").read_text()
-    assert "| furthest x | random policy, perturbed |" in md and "unperturbed |" not in md
+    assert "| furthest x | most end at x | random policy, perturbed |" in md
+    assert "unperturbed |" not in md
+    ends = {lv: f"{newest_end_x(run, lv):,.0f}" for lv in ("1-1", "1-2")}
     # 600 / 3161 and 400 / 3161 (the floors fixture), and their mean
-    assert "| 1-1 | 90 | 72.0% | 20.0% | 80.0% | 2,845 | 19.0% |" in md
-    assert "| 1-2 | 90 | 65.0% | 0.0% | 75.0% | 2,829 | 12.7% |" in md
-    assert "| mean (levels alike) | 180 | 68.5% | 10.0% | | | 15.8% |" in md
+    assert f"| 1-1 | 90 | 72.0% | 20.0% | 80.0% | 2,845 | {ends['1-1']} | 19.0% |" in md
+    assert f"| 1-2 | 90 | 65.0% | 0.0% | 75.0% | 2,829 | {ends['1-2']} | 12.7% |" in md
+    assert "| mean (levels alike) | 180 | 68.5% | 10.0% | | | | 15.8% |" in md
+
+
+def newest_end_x(run: Path, level: str, last: int = 50) -> float:
+    """The slow reference of the table's end column: of the level's newest `last` episodes, those
+    without a flag, by 100-wide bin of max x; the fullest bin's (the lowest on a tie) median."""
+    rows = [json.loads(line) for line in RunDir(run).episodes.read_text().splitlines()]
+    newest = [r for r in rows if r.get("level") == level][-last:]
+    bins: dict[int, list[int]] = {}
+    for r in newest:
+        if not r["flag"]:
+            bins.setdefault(r["max_x"] // 100, []).append(r["max_x"])
+    fullest = min(bins, key=lambda b: (-len(bins[b]), b))
+    return float(np.median(bins[fullest]))
+
+
+def test_report_shows_the_last_evaluation_level_by_level_in_its_headline_setting(tmp_path):
+    run = tmp_path / "run"
+    write_log(run, rows=3)
+    RunDir(run).eval.mkdir()
+
+    def row(setting, level, progress, flags, ends):
+        return {"setting": setting, "level": level, "policy": "sampled", "episodes": 20} | {
+            "mean_progress": progress, "flag_rate": flags, "ends": ends,
+        }  # fmt: skip
+
+    ledge = [{"outcome": "death", "x_from": 900, "x_to": 1000, "count": 12}]
+    evaluation = {
+        "overall": {"policy_version": 7, "level": "world:1", "settings": {"perturbed": {}}},
+        "pooled": {"perturbed": {"sampled": {"episodes": 40}}, "plain": {"sampled": {}}},
+        "matrix": {
+            "rows": [
+                row("perturbed", "1-1", 0.8, 0.45, []),
+                row("perturbed", "1-2", 0.31, 0.0, ledge),
+                row("perturbed", "mean", 0.55, 0.2, []),
+                row("plain", "1-2", 0.9, 0.9, []),
+            ]
+        },
+    }
+    (RunDir(run).eval / "summary.json").write_text(json.dumps(evaluation))
+    assert report.main(["--run-dir", str(run)]) == 0
+    md = (run / "report/REPORT.md").read_text()
+    assert "By level (perturbed):" in md
+    assert "| 1-1 | sampled | 20 | 80.0% | 45.0% | - |" in md
+    assert "| 1-2 | sampled | 20 | 31.0% | 0.0% | 900-1,000 (death) |" in md
+    assert "| mean |" not in md and "90.0%" not in md  # the headline setting's levels only

@@ -150,6 +150,12 @@ LEVELS = Row(
             [Q('mario_level_policy_entropy{level=~"$level"}', "{{level}}")],
             w=12,
         ),
+        Timeseries(
+            "Where episodes end, by level",
+            "mario_level_end_x: where most of each level's newest 50 training episodes without a flag ended (the median max x of the 100-wide bin of x holding the most of them). A flat line is a wall the policy has not passed, such as 1-2's ledge near x 980; the eval's own end points are in make report's last evaluation.",
+            [Q('mario_level_end_x{level=~"$level"}', "{{level}}")],
+            w=24,
+        ),
     ],
 )
 
