@@ -225,7 +225,7 @@ def level_figures(now: dict[str, float], before: dict[str, float]) -> dict[str, 
             p_sum[lv] / p_count[lv] if p_count.get(lv, 0) > 0 else None,
             flags.get(lv, 0.0) / n,
             n,
-            ends.get(lv),
+            ends.get(lv) or None,  # the gauge stands at 0 until the level has an end
         )  # fmt: skip
         for lv, n in sorted(episodes.items())
         if n > 0
@@ -248,7 +248,7 @@ def level_summary(figures: dict[str, LevelFigures]) -> str:
     return (
         f"set of {len(figures)}: progress {mean:4.0%} flags {flags:4.0%}, "
         f"weakest {weakest} {known[weakest].progress:4.0%}"
-        + (f" (ends x {ends:.0f})" if ends is not None and ends > 0 else "")  # 0: none yet
+        + (f" (ends x {ends:.0f})" if ends is not None else "")
     )
 
 
