@@ -57,7 +57,7 @@ def test_an_anneal_length_of_0_is_a_flat_rate_whatever_the_final_share():
 @pytest.mark.slow
 @pytest.mark.integration
 def test_a_learner_anneals_its_rate_over_the_frames_its_actors_send(tmp_path):
-    run, anneal, base, final = RunDir(tmp_path / "run"), 4_000, 2e-3, 0.25
+    run, anneal, base, final = RunDir(tmp_path / "run"), 1_536, 2e-3, 0.25
     port, lport = procs.free_port(2), procs.free_port()
     learner = procs.learner(
         run.root, port, lport, "--unroll-length", "16", "--batch-chunks", "1",
@@ -80,7 +80,7 @@ def test_a_learner_anneals_its_rate_over_the_frames_its_actors_send(tmp_path):
         return any(r.get("learning_rate") == pytest.approx(base * final) for r in rows())
 
     try:
-        procs.wait_until("a record at the final rate", at_the_final_rate, 240, [learner, actor])
+        procs.wait_until("a record at the final rate", at_the_final_rate, 600, [learner, actor])
         assert procs.scrape(lport)["mario_learner_learning_rate"] == pytest.approx(base * final)
     finally:
         actor.stop()

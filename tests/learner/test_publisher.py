@@ -63,9 +63,9 @@ def test_the_level_draw_weights_travel_with_the_version_they_were_offered_with()
     model = ActorCritic(ModelSpec())
     publisher = Publisher(send, model.spec.to_wire())
     try:
-        publisher.offer(7, model, {"1-1": 0.125, "1-2": 0.875})
+        publisher.offer(7, model, 7_168, {"1-1": 0.125, "1-2": 0.875})
         assert got.wait(30)
     finally:
         publisher.stop()
-    assert sent[0].policy_version == 7
+    assert sent[0].policy_version == 7 and sent[0].env_frames == 7_168
     assert sent[0].level_weights == {"1-1": 0.125, "1-2": 0.875}
