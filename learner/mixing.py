@@ -34,6 +34,21 @@ class Mixed(NamedTuple):
     indices: torch.Tensor | None  # replay slots of the replayed sequences, or None
 
 
+def device_replay(cfg, device: torch.device) -> tuple[PrioritizedReplay, dict[str, torch.Tensor]]:
+    """The learner config's replay on `device` and one sequence as it stores them; refuses a
+    capacity that does not fit the device's memory."""
+    S = cfg.frame_size
+    sizes = {"T": cfg.unroll_length, "H": S, "W": S, "A": cfg.num_actions}
+    example = sequence_example(sizes | {"C": cfg.model_spec().state_size})
+    check_fits(estimate_bytes(example, cfg.replay_capacity), device, capacity=cfg.replay_capacity)
+    return PrioritizedReplay(cfg.replay_capacity, ALPHA, BETA, device), example
+
+
+def annealed_beta(beta0: float, anneal_updates: int, updates: int) -> float:
+    """The importance-sampling exponent after `updates`: from beta0 to 1 over `anneal_updates`."""
+    return beta0 + (1.0 - beta0) * min(1.0, updates / max(1, anneal_updates))
+
+
 class ReplayMixer:
     def __init__(
         self,
@@ -58,13 +73,7 @@ class ReplayMixer:
     @classmethod
     def create(cls, cfg, device: torch.device) -> ReplayMixer:
         """From the learner config; refuses a capacity that does not fit the device's memory."""
-        S = cfg.frame_size
-        sizes = {"T": cfg.unroll_length, "H": S, "W": S, "A": cfg.num_actions}
-        example = sequence_example(sizes | {"C": cfg.model_spec().state_size})
-        check_fits(
-            estimate_bytes(example, cfg.replay_capacity), device, capacity=cfg.replay_capacity
-        )
-        replay = PrioritizedReplay(cfg.replay_capacity, ALPHA, BETA, device)
+        replay, _ = device_replay(cfg, device)
         return cls(
             replay, fraction=cfg.replay_fraction, max_sample_insert_ratio=MAX_SAMPLE_INSERT_RATIO,
             min_size=min(MIN_SIZE, cfg.replay_capacity), beta0=BETA,
@@ -83,8 +92,7 @@ class ReplayMixer:
         if n == 0 or too_early or too_fast:
             self.skipped += n > 0
             return Mixed(fresh, n_fresh, None)
-        progress = min(1.0, updates / max(1, self.beta_anneal_updates))
-        self.replay.beta = self.beta0 + (1.0 - self.beta0) * progress
+        self.replay.beta = annealed_beta(self.beta0, self.beta_anneal_updates, updates)
         sample = self.replay.sample(n)
         self.sampled += n
         replayed = from_sequences(sample.batch, sample.weights)
@@ -133,13 +141,7 @@ class SelfImitationReplay:
     @classmethod
     def create(cls, cfg, device: torch.device) -> SelfImitationReplay:
         """From the learner config; refuses a capacity that does not fit the device's memory."""
-        S = cfg.frame_size
-        sizes = {"T": cfg.unroll_length, "H": S, "W": S, "A": cfg.num_actions}
-        example = sequence_example(sizes | {"C": cfg.model_spec().state_size})
-        check_fits(
-            estimate_bytes(example, cfg.replay_capacity), device, capacity=cfg.replay_capacity
-        )
-        replay = PrioritizedReplay(cfg.replay_capacity, ALPHA, BETA, device)
+        replay, example = device_replay(cfg, device)
         out = cls(
             replay, ratio=cfg.self_imitation, min_size=min(MIN_SIZE, cfg.replay_capacity),
             beta0=BETA, beta_anneal_updates=BETA_ANNEAL_UPDATES,
@@ -153,8 +155,7 @@ class SelfImitationReplay:
         n = round(fresh * self.ratio)
         if n == 0 or self.replay.size < max(self.min_size, 1):
             return None
-        progress = min(1.0, updates / max(1, self.beta_anneal_updates))
-        self.replay.beta = self.beta0 + (1.0 - self.beta0) * progress
+        self.replay.beta = annealed_beta(self.beta0, self.beta_anneal_updates, updates)
         sample = self.replay.sample(n)
         self.sampled += n
         return from_sequences(sample.batch, sample.weights), sample.indices
