@@ -225,7 +225,7 @@ class LearnerLink:
                 ):
                     newest = msg
             if newest is not None:
-                self._apply(newest)
+                self._apply(newest, "broadcast")
         if self.dealer in events:
             while True:
                 try:
@@ -279,7 +279,7 @@ class LearnerLink:
             if msg.credits:
                 self.on_event("credit")
         elif isinstance(msg, wire.Weights):
-            self._apply(msg)
+            self._apply(msg, "connection")
         elif isinstance(msg, wire.Refuse):
             if msg.fatal:
                 raise FatalRefusal(msg.reason)
@@ -319,7 +319,8 @@ class LearnerLink:
         self.on_welcome(welcome)
         self.on_event("registered")
 
-    def _apply(self, weights: wire.Weights) -> None:
+    def _apply(self, weights: wire.Weights, via: str) -> None:
+        """Load `weights` if newer; `via` names the path they came on: broadcast or connection."""
         self._last_heard = self._last_weights = time.monotonic()
         if self.welcome is None or weights.model_spec != self.welcome.model_spec:
             return  # not (yet) the network this actor was told to build
@@ -327,6 +328,7 @@ class LearnerLink:
             return
         self.on_weights(weights)
         self.policy_version = weights.policy_version
+        self.on_event(f"weights_via_{via}")
 
     # -- outgoing ----------------------------------------------------------------------------
 

@@ -135,6 +135,8 @@ class Actor:
             self.metrics.last_ack_time.set_to_current_time()
         elif event == "weights_request":
             self.metrics.weights_requests.inc()
+        elif event.startswith("weights_via_"):
+            self.metrics.weights_taken.labels(event.removeprefix("weights_via_")).inc()
 
     def stop(self, *_: object) -> None:
         self.stopping.set()

@@ -44,6 +44,7 @@ LABEL_VALUES = {
     "term": ("policy", "baseline", "entropy", "total", "self_imitation"),
     "stat": ("p50", "p90", "p99", "max"),
     "policy": ("greedy", "sampled"),  # argmax actions; actions drawn from the policy
+    "via": ("broadcast", "connection"),  # the learner's weight broadcast; an actor's own DEALER
 }
 
 # Buckets. Mario 1-1: the flag is near x = 3160; the game's own return is about the distance
@@ -292,6 +293,7 @@ class ActorMetrics(_Metrics):
         _M("last_credit_time", Gauge, "mario_actor_last_credit_timestamp_seconds", "Unix time the learner last granted a credit, for a chunk it received."),
         _M("last_ack_time", Gauge, "mario_actor_last_ack_timestamp_seconds", "Unix time the learner last acknowledged a chunk it received (with a credit, or owing it while its queue is full)."),
         _M("weights_requests", Counter, "mario_actor_weights_requests", "Weights asked of the learner over this actor's own connection because broadcasts stopped."),
+        _M("weights_taken", Counter, "mario_actor_weights_taken", "Newer weights loaded into the acting policy, by the path they came on: the learner's broadcast, or this actor's own connection.", ("via",)),
     )
     # fmt: on
 
