@@ -22,6 +22,7 @@ class MidwriteKill(NamedTuple):
     t_kill: float  # unix time
     version: int  # the checkpoint being written
     torn: bool  # its temp file was still there after the kill: the write was cut
+    pid: int  # the learner killed
 
 
 class MidwriteKiller:
@@ -63,7 +64,8 @@ class MidwriteKiller:
             return None  # a dead learner's leftover: wait for a live write
         t_kill = time.time()
         time.sleep(0.05)  # the kill lands; then see what it left
-        return MidwriteKill(t_kill, int(hit[1]), (self.ckpt_dir / hit[0]).exists())
+        torn = (self.ckpt_dir / hit[0]).exists()
+        return MidwriteKill(t_kill, int(hit[1]), torn, int(hit[2]))
 
 
 @dataclass

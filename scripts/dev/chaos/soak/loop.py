@@ -46,6 +46,9 @@ class Soak:
         self.kills = dict.fromkeys(["actor_kills", "learner_kills", "midwrite_kills"], 0)
         self.kills |= {"midwrite_missed": 0, "midwrite_no_write": 0}
         self.events: list[dict[str, Any]] = []
+        # pids the soak killed: supervisord reports one RUNNING until it has reaped it, which on
+        # a loaded box can take longer than a tick, and such a process is no target any more
+        self.killed: set[int] = set()
         self.t0 = time.time()  # again when the deployment is up
         self.last_actor_scrape = self.last_memory = 0.0
         self.watch: measure.LearnerWatch  # started once the deployment is up
@@ -71,31 +74,47 @@ class Soak:
         lost_s = t_kill - max(saved.get(resumed, t_kill), self.watch.start or 0.0)
         # the longest update spacing seen, plus two ticks: an update is seen at the next scrape
         bound_s = self.args.checkpoint_interval_s + self.watch.longest_spacing + 2 * TICK_S
-        alive = {a: procs[a]["pid"] for a in self.actors if running_for(procs, a) >= 0}
+        alive = {a: procs[a]["pid"] for a in self.actors if self.running_for(procs, a) >= 0}
         self.restarts.append(Restart(kind, t_kill, updates, resumed, lost_s, bound_s, alive))
         self.log("learner killed", kind=kind, updates=updates, resumes_from=resumed,
                  lost=updates - resumed, lost_s=round(lost_s, 2), bound_s=round(bound_s, 2))  # fmt: skip
+
+    def running_for(self, procs: dict, name: str) -> float:
+        """Seconds `name` has been RUNNING; -1 if it is not, or is a process the soak killed."""
+        return -1.0 if procs.get(name, {}).get("pid") in self.killed else running_for(procs, name)
+
+    def kill(self, pid: int) -> bool:
+        """kill -9 `pid`; False if it had already exited on its own (supervisord not told yet)."""
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return False
+        self.killed.add(pid)
+        return True
 
     def fire(self, fault: Fault, procs: dict) -> bool:
         """Fire `fault` if its target is ready; False: try again on a later tick."""
         if fault.kind == "actor":
             # no actor killed while a restart is timed: the resume is of actors that lived through it
-            ready = [a for a in self.actors if running_for(procs, a) >= STARTSECS]
+            ready = [a for a in self.actors if self.running_for(procs, a) >= STARTSECS]
             if self.timing_a_restart() or not ready:
                 return False
             name = self.rng.choice(ready)
-            os.kill(procs[name]["pid"], signal.SIGKILL)
+            if not self.kill(procs[name]["pid"]):
+                return False
             self.kills["actor_kills"] += 1
             self.log("actor killed", actor=name)
             return True
-        if running_for(procs, "learner") < STARTSECS or self.midwrite.armed.is_set():
+        midwrite = self.midwrite.armed.is_set() or not self.midwrite.results.empty()
+        if self.running_for(procs, "learner") < STARTSECS or midwrite:
             return False
         if fault.kind == "learner_midwrite":
             self.midwrite.armed.set()
             self.log("armed: kill the learner at its next checkpoint write")
             return True
         version = int(self.deploy.scrape("learner").get("mario_policy_version", 0))
-        os.kill(procs["learner"]["pid"], signal.SIGKILL)
+        if not self.kill(procs["learner"]["pid"]):
+            return False
         self.kills["learner_kills"] += 1
         self.learner_crashed("crash", time.time(), version, procs)
         return True
@@ -105,6 +124,7 @@ class Soak:
             self.kills["midwrite_no_write"] += 1
             self.log("no checkpoint write within 60 s of arming")
             return
+        self.killed.add(kill.pid)
         # a write that finished before the kill landed makes it a plain crash
         self.kills["midwrite_kills" if kill.torn else "midwrite_missed"] += 1
         kind = "mid-write" if kill.torn else "crash"
@@ -115,7 +135,7 @@ class Soak:
     def observe(self, procs: dict, now: float) -> dict[str, float]:
         """One tick's scrapes into the trackers; the learner's scrape."""
         m = self.deploy.scrape("learner")
-        actor_up = any(running_for(procs, a) >= 0 for a in self.actors)
+        actor_up = any(self.running_for(procs, a) >= 0 for a in self.actors)
         hangs = self.watch.hangs
         if self.watch.observe(m, now, actor_up):
             for r in self.restarts:
@@ -143,7 +163,7 @@ class Soak:
             self.last_memory = now
             for name, samples in scrapes.items():
                 role = "actor" if name.startswith("actor-") else name
-                self.memory.sample(role, samples, now, running_for(procs, name))
+                self.memory.sample(role, samples, now, self.running_for(procs, name))
         return m
 
     # -- the run ---------------------------------------------------------------------------
