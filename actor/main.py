@@ -75,6 +75,8 @@ class Actor:
         self.stopping = threading.Event()
         self.rng = np.random.default_rng([cfg.seed, cfg.actor_id])  # action sampling
         self.envs: list[FrameEnv] = []  # built for `env_spec` once no lane is stepping
+        # the newest weights' level draw weights and shares of frontier starts ({}: the spec's)
+        self.level_plan: tuple[dict[str, float], dict[str, float]] = ({}, {})
         self.env_spec: EnvSpec | None = None  # from the learner's Welcome
         self.model: ActorCritic | None = None  # likewise
         self.unroll_length = 0  # likewise
@@ -115,12 +117,20 @@ class Actor:
             on_failed=self.metrics.env_build_failures.inc, seed=(cfg.seed, cfg.actor_id),
             between=lambda: self.link.poll(0),  # heartbeats: the learner must not forget us
         )  # fmt: skip
+        self._plan_envs()  # the first weights come before the envs are built
 
     def _on_weights(self, weights: wire.Weights) -> None:
         load_weights(self.model, weights)
-        for env in self.envs:  # the learner's level sampling: each env's next draws
-            env.schedule.set_weights(weights.level_weights)
+        self.level_plan = (weights.level_weights, weights.frontier_shares)
+        self._plan_envs()
         self.metrics.policy_version.set(weights.policy_version)
+
+    def _plan_envs(self) -> None:
+        """The learner's newest level plan into every env: its next draws and frontier starts."""
+        draws, frontier = self.level_plan
+        for env in self.envs:
+            env.schedule.set_weights(draws)
+            env.schedule.set_frontier_shares(frontier)
 
     def _on_event(self, event: str) -> None:
         if event == "reconnect":

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -157,6 +157,21 @@ def end_x(max_xs: list[int] | tuple[int, ...]) -> float | None:
     return float(np.median(xs[bins == values[np.argmax(counts)]]))
 
 
+def stall_rate(max_xs: Sequence[int], flags: Sequence[bool]) -> float | None:
+    """The share of these episodes (max x, flag) that ended without the flag in the END_X_BIN-wide
+    bin of x where most of the flagless ones ended (`end_x`'s bin): how often a level's episodes
+    stop at one place. 0 when every one took the flag; None without any."""
+    if len(max_xs) != len(flags):
+        raise ValueError(f"pass one flag per episode, got {len(max_xs)} and {len(flags)}")
+    if not max_xs:
+        return None
+    ends = np.asarray([x for x, flag in zip(max_xs, flags, strict=True) if not flag])
+    if not ends.size:
+        return 0.0
+    _, counts = np.unique(ends // END_X_BIN, return_counts=True)
+    return float(counts.max()) / len(max_xs)
+
+
 def unmeasured(levels: tuple[str, ...]) -> list[str]:
     """The stages of `levels` whose length is not known (their progress is None)."""
     return [lv for lv in levels if is_stage(lv) and lv not in level_lengths()]
@@ -172,6 +187,7 @@ class LevelSchedule:
         self.levels = levels
         self._rng = np.random.default_rng(seed)
         self._p: np.ndarray | None = None  # [L] draw probabilities; None: uniform
+        self.frontier_shares: dict[str, float] = {}  # level -> its share of frontier starts
 
     def set_weights(self, weights: Mapping[str, float]) -> None:
         """Take the learner's per-level weights (any non-negative scale; {} = uniform). A level
@@ -183,6 +199,15 @@ class LevelSchedule:
         fill = sum(known) / len(known)
         w = np.array([max(float(weights.get(lv, fill)), 0.0) for lv in self.levels])
         self._p = w / w.sum()  # one assignment: a lane's thread drawing sees the old or the new
+
+    def set_frontier_shares(self, shares: Mapping[str, float]) -> None:
+        """Take the learner's per-level shares of frontier starts ({}: the env spec's one share
+        for every level); levels outside the set are ignored."""
+        self.frontier_shares = {lv: float(shares[lv]) for lv in self.levels if lv in shares}
+
+    def frontier_share(self, level: str, default: float) -> float:
+        """The share of `level`'s episodes to start at a frontier snapshot."""
+        return self.frontier_shares.get(level, default)
 
     @property
     def probabilities(self) -> np.ndarray:

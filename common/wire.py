@@ -42,7 +42,7 @@ from common._wire_checks import (
 # Welcome the env spec, the registration none; 8: episodes their start_x (frontier starts); 9:
 # weights the actors' level draw weights (level sampling), float32 only (float16, which nothing
 # sent, refused) and the run's env frames; the Welcome the learner's heartbeat interval
-PROTOCOL_VERSION = 9
+PROTOCOL_VERSION = 10
 
 # An actor that hears nothing for this many of the Welcome's heartbeat intervals, on a connection
 # that is up, starts a new session (actor/link.py)
@@ -158,6 +158,8 @@ class Weights:
     model_spec: dict[str, str | int | float | bool]  # flat
     # level -> weight with which actors draw an episode's level ({} = every level alike)
     level_weights: dict[str, float] = field(default_factory=dict)
+    # level -> share of its episodes started at a frontier snapshot ({} = the env spec's share)
+    frontier_shares: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_int("weights.policy_version", self.policy_version)
@@ -165,6 +167,7 @@ class Weights:
         check_tensors("weights.tensors", self.tensors)
         check_spec("weights.model_spec", self.model_spec)
         check_level_weights("weights.level_weights", self.level_weights)
+        check_level_weights("weights.frontier_shares", self.frontier_shares, upto=1.0)
 
     def __eq__(self, other: object) -> bool:
         return _messages_equal(self, other)

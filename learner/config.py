@@ -28,6 +28,7 @@ from learner.batch_size import DEFAULT_WAIT_S, BatchSize
 
 Precision = Literal["fp32", "bf16"]
 LevelSampling = Literal["uniform", "value-error"]
+FrontierBy = Literal["flat", "stall"]
 # A run of one level starts this share of its episodes near the frontier; a set none, as on World 1
 # they bought no progress (docs/WHY-DEFAULTS.md).
 ONE_LEVEL_FRONTIER_STARTS = 0.25
@@ -71,6 +72,11 @@ class LearnerConfig:
         None,
         "share of episodes started near the level's frontier (none = "
         f"{ONE_LEVEL_FRONTIER_STARTS} on one level, 0 on a set; 0 = off; Mario levels only)",
+    )
+    frontier_starts_by: FrontierBy = _f(
+        "flat",
+        "flat: every level starts --frontier-starts of its episodes near its frontier; stall: a "
+        "level that share times how often its episodes stop at one x (sent with the weights)",
     )
     # ---- the network, likewise sent in the Welcome
     arch: Arch = _f("small", "network, sent to the actors at registration")
@@ -209,6 +215,11 @@ class LearnerConfig:
             out.append(
                 f"self_imitation ({self.self_imitation}) draws from the replay, whose capacity is "
                 "0: set --replay-capacity (e.g. 2048) or --self-imitation 0"
+            )
+        if self.frontier_starts_by == "stall" and not self.env_spec().frontier_starts:
+            out.append(
+                "frontier_starts_by stall scales each level's share of --frontier-starts, which is "
+                "0 here: set --frontier-starts (e.g. 0.5) or --frontier-starts-by flat"
             )
         if self.self_imitation > 0 and self.replay_fraction > 0:
             out.append("the replay serves one use: set --self-imitation 0 or --replay-fraction 0")

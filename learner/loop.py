@@ -25,9 +25,9 @@ from learner.checkpoint import Totals
 from learner.config import LearnerConfig
 from learner.ingest import HostChunk, Ingest, IngestSettings
 from learner.level_sampling import LevelScores
-from learner.levels import LevelStats
+from learner.levels import LevelStats, frontier_shares
 from learner.mixing import MAX_SAMPLE_INSERT_RATIO, ReplayMixer, SelfImitationReplay
-from learner.publisher import Publisher
+from learner.publisher import LevelPlan, Publisher
 from learner.telemetry import Telemetry
 from learner.tensorboard import ScalarLog
 from learner.update import Hyper, Learner
@@ -157,6 +157,8 @@ class TrainLoop:
             ScalarLog(self.run_dir.tensorboard) if cfg.tensorboard else None,
         )  # fmt: skip
         self.telemetry.level_weights = self._level_weights
+        self.telemetry.frontier_shares = self._frontier_shares
+        self.telemetry.frontier_starts = cfg.env_spec().frontier_starts
 
     def save_checkpoint(self) -> Path:
         config = config_io.to_dict(self.cfg)
@@ -206,7 +208,7 @@ class TrainLoop:
         self.telemetry.started(self.totals)  # before any registration is answered
         self.ingest.start()
         self.publisher.offer(
-            self.learner.updates, self.model, self.totals.env_frames, self._level_weights()
+            self.learner.updates, self.model, self.totals.env_frames, self._level_plan()
         )
         last_publish = last_checkpoint = time.monotonic()
         log.info("listening on %s:%d (weights on %d), device %s",
@@ -268,7 +270,7 @@ class TrainLoop:
                 )
             if now - last_publish >= PUBLISH_INTERVAL_S:
                 self.publisher.offer(
-                    self.learner.updates, self.model, self.totals.env_frames, self._level_weights()
+                    self.learner.updates, self.model, self.totals.env_frames, self._level_plan()
                 )
                 last_publish = now
             if now - last_checkpoint >= cfg.checkpoint_interval_s:
@@ -278,6 +280,15 @@ class TrainLoop:
 
     def _level_weights(self) -> dict[str, float]:
         return self.level_scores.weights() if self.level_scores is not None else {}
+
+    def _frontier_shares(self) -> dict[str, float]:
+        """Each level's share of frontier starts ({}: the env spec's, for all alike)."""
+        if self.cfg.frontier_starts_by != "stall":
+            return {}
+        return frontier_shares(self.levels.summary(), self.cfg.env_spec().frontier_starts)
+
+    def _level_plan(self) -> LevelPlan:
+        return LevelPlan(self._level_weights(), self._frontier_shares())
 
     def trained(self) -> bool:
         """Whether the run has reached its planned length (--train-frames; never when 0)."""

@@ -154,6 +154,21 @@ def test_weights_carry_the_runs_env_frames():
     rejects([msgpack.packb(header)], "missing ['env_frames']")
 
 
+def test_weights_carry_each_levels_share_of_frontier_starts():
+    w = Weights(policy_version=3, env_frames=0, tensors={}, model_spec={},
+                frontier_shares={"1-2": 0.5, "1-4": 0.0})  # fmt: skip
+    assert decode(encode(w)).frontier_shares == {"1-2": 0.5, "1-4": 0.0}
+    header = header_of(encode(w))
+    for bad in (1.5, -0.1, math.inf, math.nan):
+        header["f"]["frontier_shares"] = {"1-2": bad}
+        rejects([msgpack.packb(header)], "weights.frontier_shares['1-2'] must be")
+    header["f"]["level_weights"], header["f"]["frontier_shares"] = {"1-2": math.inf}, {}
+    rejects([msgpack.packb(header)], "weights.level_weights['1-2'] must be")
+    with pytest.raises(ProtocolError, match=r"must be a finite float >= 0 and <= 1, got 1.5"):
+        Weights(policy_version=0, env_frames=0, tensors={}, model_spec={},
+                frontier_shares={"1-2": 1.5})  # fmt: skip
+
+
 def test_nan_and_negative_scalars():
     frames = encode(Heartbeat(sent_time=1.0, policy_version=0))
     header = header_of(frames)

@@ -14,6 +14,18 @@ def test_settings_that_cannot_train_are_refused_with_the_flags_to_change():
     assert any("set --ppo-clip (e.g. 0.1) or --epochs 1" in p for p in problems)
 
 
+def test_frontier_starts_by_stall_needs_a_share_to_scale():
+    stall = "set --frontier-starts (e.g. 0.5) or --frontier-starts-by flat"
+    assert any(
+        stall in p for p in LearnerConfig(level="world:1", frontier_starts_by="stall").problems()
+    )
+    assert (
+        LearnerConfig(level="world:1", frontier_starts=0.5, frontier_starts_by="stall").problems()
+        == []
+    )
+    assert LearnerConfig(frontier_starts_by="stall").problems() == []  # one level: 0.25
+
+
 def test_the_env_spec_is_the_learners_settings_with_the_env_specs_defaults_but_the_recipes():
     from common.env_spec import EnvSpec
 
