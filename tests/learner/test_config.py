@@ -80,3 +80,12 @@ def test_a_level_that_is_neither_a_stage_nor_a_registered_gym_id_is_refused():
             config_io.from_dict(LearnerConfig, {"level": level})
         assert any(problem in p for p in exc.value.problems), exc.value.problems
     assert LearnerConfig(level="tests.fakes:Corridor-v0").problems() == []
+
+
+def test_per_level_popart_on_one_level_is_the_shared_one():
+    """One value head either way: on one level --popart-per-level trains the same network."""
+    for level in ("1-1", "SuperMarioBros-1-1-v0"):
+        per_level = LearnerConfig(level=level, popart_per_level=True).model_spec()
+        assert per_level == LearnerConfig(level=level).model_spec()
+        assert per_level.value_heads == 1
+    assert LearnerConfig(level="world:1", popart_per_level=True).model_spec().value_heads == 4
