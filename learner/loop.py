@@ -131,9 +131,10 @@ class TrainLoop:
 
     def _build_io(self) -> None:
         """The sockets (bound here), the weight publisher and the telemetry."""
-        cfg, model_spec = self.cfg, self.model.spec.to_wire()
+        cfg, model_spec, env_spec = self.cfg, self.model.spec.to_wire(), self.cfg.env_spec()
+        self.frontier_starts = env_spec.frontier_starts  # what --frontier-starts-by scales
         settings = IngestSettings(
-            run_id=cfg.run_id, env_spec=cfg.env_spec(), model_spec=model_spec,
+            run_id=cfg.run_id, env_spec=env_spec, model_spec=model_spec,
             unroll_length=cfg.unroll_length, credits_per_actor=cfg.credits_per_actor,
             queue_chunks=cfg.queue_chunks, max_policy_lag=cfg.max_policy_lag,
             heartbeat_interval_s=cfg.heartbeat_interval_s, actor_timeout_s=cfg.actor_timeout_s,
@@ -158,7 +159,7 @@ class TrainLoop:
         )  # fmt: skip
         self.telemetry.level_weights = self._level_weights
         self.telemetry.frontier_shares = self._frontier_shares
-        self.telemetry.frontier_starts = cfg.env_spec().frontier_starts
+        self.telemetry.frontier_starts = self.frontier_starts
 
     def save_checkpoint(self) -> Path:
         config = config_io.to_dict(self.cfg)
@@ -285,7 +286,7 @@ class TrainLoop:
         """Each level's share of frontier starts ({}: the env spec's, for all alike)."""
         if self.cfg.frontier_starts_by != "stall":
             return {}
-        return frontier_shares(self.levels.summary(), self.cfg.env_spec().frontier_starts)
+        return frontier_shares(self.levels.summary(), self.frontier_starts)
 
     def _level_plan(self) -> LevelPlan:
         return LevelPlan(self._level_weights(), self._frontier_shares())
