@@ -33,7 +33,7 @@
 ## RUN: run directory: config, checkpoints, logs, metrics.jsonl, eval/ (make eval and make report read it)
 ## LEVELS: the run's levels: 1-1 | 1-1,1-2 | world:1 | all (the learner's --level; the actors are told them); make eval's, when set (unset: the run's own, from RUN/config.json)
 ## LEVEL: one level; the former spelling of LEVELS, which wins when both are set
-## FRAMES: the run's length in env frames (the learner's --train-frames; 0: until stopped)
+## FRAMES: the run's length in env frames: the learner stops there, its learning rate falling linearly to 0 on the way (--train-frames, --lr-anneal-frames, --lr-final-fraction 0; 0: until stopped, the rate falling to a tenth over 1.5 M frames and holding)
 ## N: actors on this host (0: one per core but one, at least 1)
 ## FIRST_ACTOR: this host's first actor id: ids FIRST_ACTOR .. FIRST_ACTOR+N-1 (the eval actor's id is 1000000)
 ## RELAY: true: also run a weight relay that this host's actors subscribe to (empty: on a host of 2 or more actors whose LEARNER is elsewhere)
