@@ -41,7 +41,7 @@ LABEL_VALUES = {
     "reason": REJECT_REASONS,
     "source": ("fresh", "replay"),
     "result": ("accepted", "stale", "rejected", "duplicate"),
-    "term": ("policy", "baseline", "entropy", "total", "self_imitation"),
+    "term": ("policy", "baseline", "entropy", "total"),
     "stat": ("p50", "p90", "p99", "max"),
     "policy": ("greedy", "sampled"),  # argmax actions; actions drawn from the policy
     "via": ("broadcast", "connection"),  # the learner's weight broadcast; an actor's own DEALER
@@ -140,8 +140,7 @@ class LearnerMetrics(_Metrics):
         _M("wait_seconds", Counter, "mario_learner_wait_seconds", "Train loop time spent waiting for data."),
         _M("batch_chunks", Histogram, "mario_learner_batch_chunks", "Chunks per update.", buckets=BATCH_CHUNK_BUCKETS),
         _M("compute_seconds", Counter, "mario_learner_compute_seconds", "Train loop time spent computing."),
-        _M("loss", Gauge, "mario_learner_loss", "Last update's loss, by term.", ("term",), row={"total": "total_loss", "policy": "pg_loss", "baseline": "baseline_loss", "self_imitation": "sil_loss"}, tag="loss/{term}"),
-        _M("self_imitation_positive", Gauge, "mario_learner_self_imitation_positive", "Last update's share of replayed steps whose return beat the value (self-imitation's).", row="sil_positive"),
+        _M("loss", Gauge, "mario_learner_loss", "Last update's loss, by term.", ("term",), row={"total": "total_loss", "policy": "pg_loss", "baseline": "baseline_loss"}, tag="loss/{term}"),
         _M("grad_norm", Gauge, "mario_learner_grad_norm", "Last update's gradient norm, before clipping.", row="grad_norm"),
         _M("entropy", Gauge, "mario_learner_entropy", "Last update's mean entropy (nats).", row="entropy", tag="policy/entropy"),
         _M("sgd_steps", Counter, "mario_learner_sgd_steps", "Optimizer steps (epochs x minibatches per update)."),

@@ -34,6 +34,11 @@ FrontierBy = Literal["flat", "stall"]
 ONE_LEVEL_FRONTIER_STARTS = 0.25
 
 
+_LOST_ON_WORLD_1 = (
+    "{what} lost to per-level PopArt on World 1 and was removed "
+    "(docs/lab/2026-12-many-levels-study.md): remove it"
+)
+
 _BATCH_SIZE = (
     "the batch size is one flag now: --batch-chunks MIN-MAX (e.g. 4-8, the default: all queued "
     "once MIN are, at most MAX) or --batch-chunks N (always N)"
@@ -115,9 +120,6 @@ class LearnerConfig:
     level_sampling: LevelSampling = _f(
         "uniform", "how actors draw a set's levels: uniform | value-error (where the value errs)"
     )
-    self_imitation: NonNegative = _f(
-        0.0, "replayed sequences per fresh one in each update's self-imitation loss (0 = off)"
-    )
     max_policy_lag: Count = _f(50, "drop chunks of a policy more updates old than this")
     queue_chunks: PositiveInt = _f(8, "ingest queue capacity; full, it stops granting credits")
     credits_per_actor: PositiveInt = _f(2, "chunks an actor may have in flight")
@@ -136,6 +138,7 @@ class LearnerConfig:
     RETIRED: ClassVar[dict[str, str]] = {
         "min_batch_chunks": _BATCH_SIZE,
         "max_batch_chunks": _BATCH_SIZE,
+        "self_imitation": _LOST_ON_WORLD_1.format(what="self-imitation"),
     }
 
     @property
@@ -211,18 +214,11 @@ class LearnerConfig:
                 f"epochs = {self.epochs} reuses each batch without a trust region: set --ppo-clip "
                 "(e.g. 0.1) or --epochs 1"
             )
-        if self.self_imitation > 0 and self.replay_capacity == 0:
-            out.append(
-                f"self_imitation ({self.self_imitation}) draws from the replay, whose capacity is "
-                "0: set --replay-capacity (e.g. 2048) or --self-imitation 0"
-            )
         if self.frontier_starts_by == "stall" and not self.env_spec().frontier_starts:
             out.append(
                 "frontier_starts_by stall scales each level's share of --frontier-starts, which is "
                 "0 here: set --frontier-starts (e.g. 0.5) or --frontier-starts-by flat"
             )
-        if self.self_imitation > 0 and self.replay_fraction > 0:
-            out.append("the replay serves one use: set --self-imitation 0 or --replay-fraction 0")
         if self.actor_timeout_s <= 2 * self.heartbeat_interval_s:
             out.append(
                 f"actor_timeout_s ({self.actor_timeout_s:g}) must exceed 2 x "

@@ -17,7 +17,7 @@ from common import config as config_io
 from common import curve
 from common.metrics import LearnerMetrics
 from common.model import ActorCritic, resolve_device
-from common.rundir import RunDir, atomic_write
+from common.rundir import RunDir
 from learner import checkpoint, lr_schedule, reuse
 from learner.batch_size import chunks_to_take
 from learner.batching import collate
@@ -26,7 +26,7 @@ from learner.config import LearnerConfig
 from learner.ingest import HostChunk, Ingest, IngestSettings
 from learner.level_sampling import LevelScores
 from learner.levels import LevelStats, frontier_shares
-from learner.mixing import MAX_SAMPLE_INSERT_RATIO, ReplayMixer, SelfImitationReplay
+from learner.mixing import MAX_SAMPLE_INSERT_RATIO, ReplayMixer
 from learner.publisher import LevelPlan, Publisher
 from learner.telemetry import Telemetry
 from learner.tensorboard import ScalarLog
@@ -53,19 +53,13 @@ def training_device(name: str) -> torch.device:
     return device
 
 
-Replay = ReplayMixer | SelfImitationReplay
-
-
-def build_training(cfg: LearnerConfig, device: torch.device) -> tuple[Learner, Replay | None]:
-    """The model, optimizer and replay (mixed into batches, or self-imitation's) that `cfg`
-    describes, on `device`, untrained."""
+def build_training(cfg: LearnerConfig, device: torch.device) -> tuple[Learner, ReplayMixer | None]:
+    """The model, optimizer and replay mixer that `cfg` describes, on `device`, untrained."""
     model = ActorCritic(cfg.model_spec()).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate, eps=ADAM_EPS)
-    mixer: Replay | None = None
+    mixer = None
     if cfg.replay_capacity and cfg.replay_fraction > 0:
         mixer = ReplayMixer.create(cfg, device)
-    elif cfg.replay_capacity and cfg.self_imitation > 0:
-        mixer = SelfImitationReplay.create(cfg, device)
     return Learner(model, optimizer, Hyper.from_config(cfg), seed=cfg.seed), mixer
 
 
@@ -102,7 +96,6 @@ class TrainLoop:
         self.level_scores = LevelScores(cfg.levels) if cfg.level_sampling == "value-error" else None
         self.totals = checkpoint.resume(self.run_dir, self.learner, self.device, self.levels,
                                         config_io.to_dict(cfg))  # fmt: skip
-        self._load_replay()
         if self.trained():
             raise RunTrained(
                 f"{self.run_dir.root} has trained {self.totals.env_frames} env frames, its "
@@ -115,13 +108,12 @@ class TrainLoop:
         metrics.run_env_frames.set(self.totals.env_frames)
         metrics.train_frames.set(cfg.train_frames)
         metrics.set_build_info(str(self.device))
-        mixed = isinstance(self.mixer, ReplayMixer)
-        replayed = cfg.replay_fraction / (1 - cfg.replay_fraction) if mixed else 0.0
+        replayed = cfg.replay_fraction / (1 - cfg.replay_fraction) if self.mixer else 0.0
         self.reuse_limits = reuse.ReuseLimits(
             min_epochs=cfg.epochs,
             max_epochs=cfg.max_epochs,
             # the sample:insert limit is replay's; fresh data alone is not rate-limited
-            max_sample_insert_ratio=MAX_SAMPLE_INSERT_RATIO if mixed else None,
+            max_sample_insert_ratio=MAX_SAMPLE_INSERT_RATIO if self.mixer else None,
             sequences_per_fresh=1.0 + replayed,
         )
         self.epochs = cfg.epochs
@@ -165,30 +157,9 @@ class TrainLoop:
         config = config_io.to_dict(self.cfg)
         state = checkpoint.learner_state(self.learner, self.totals, config, self.levels)
         path = checkpoint.save(self.run_dir, state, self.learner.updates)
-        if isinstance(self.mixer, SelfImitationReplay):  # once, beside the checkpoints
-            started = time.monotonic()
-            replay = self.mixer.state_dict()
-            atomic_write(self.run_dir.replay, lambda f: torch.save(replay, f))
-            log.info("replay saved: %d sequences in %.1f s", self.mixer.replay.size,
-                     time.monotonic() - started)  # fmt: skip
         self.telemetry.checkpointed()
         log.info("checkpoint %s", path.name)
         return path
-
-    def _load_replay(self) -> None:
-        """Self-imitation's memory as the run last saved it, if it has one this run can use."""
-        path = self.run_dir.replay
-        if not isinstance(self.mixer, SelfImitationReplay) or not path.exists():
-            return
-        try:
-            state = torch.load(path, map_location=self.device, weights_only=True)
-            why = self.mixer.load_state_dict(state)
-        except (OSError, RuntimeError, KeyError, ValueError) as exc:
-            why = f"it does not load ({exc})"
-        if why:
-            log.warning("%s is not used: %s; the replay starts empty", path, why)
-        else:
-            log.info("replay resumed: %d sequences from %s", self.mixer.replay.size, path.name)
 
     def _take_batch(self) -> list[HostChunk] | None:
         """The chunks of the next update (learner/batch_size.py); None once stopping."""
@@ -228,31 +199,20 @@ class TrainLoop:
             batch = collate(chunks, self.device)
             self.learner.observe_fresh(batch)  # before replay is mixed in
             steps = batch.unroll_length * batch.num_sequences  # fresh agent steps
-            fresh, mixed, drawn = batch, None, None
-            if isinstance(self.mixer, ReplayMixer):
+            mixed = None
+            if self.mixer is not None:
                 with self.metrics.replay_sample_seconds.time():
                     mixed = self.mixer.mix(batch, self.learner.updates)
                 batch = mixed.batch  # the fresh sequences, then the replayed ones
-            elif isinstance(self.mixer, SelfImitationReplay):
-                with self.metrics.replay_sample_seconds.time():
-                    drawn = self.mixer.sample(batch.num_sequences, self.learner.updates)
             self.learner.set_learning_rate(lr_schedule.learning_rate(
                 cfg.learning_rate, self.totals.env_frames, cfg.lr_anneal_frames,
                 cfg.lr_final_fraction,
             ))  # fmt: skip
-            stats = self.learner.step(
-                batch, epochs=self.epochs, replayed=drawn[0] if drawn else None
-            )
+            stats = self.learner.step(batch, epochs=self.epochs)
             replayed = 0
             if mixed is not None:
                 self.mixer.after_update(mixed, stats.priorities)
                 replayed = (batch.num_sequences - mixed.fresh) * batch.unroll_length
-            elif isinstance(self.mixer, SelfImitationReplay):
-                self.mixer.after_update(
-                    fresh, stats.imitation_priorities_fresh, drawn[1] if drawn else None,
-                    stats.imitation_priorities,
-                )  # fmt: skip
-                replayed = drawn[0].num_sequences * batch.unroll_length if drawn else 0
             frames = sum(c.env_frames for c in chunks)
             self.totals = Totals(self.totals.env_frames + frames, self.totals.agent_steps + steps)
             compute_s = time.perf_counter() - compute_start

@@ -34,21 +34,6 @@ class Mixed(NamedTuple):
     indices: torch.Tensor | None  # replay slots of the replayed sequences, or None
 
 
-def device_replay(cfg, device: torch.device) -> tuple[PrioritizedReplay, dict[str, torch.Tensor]]:
-    """The learner config's replay on `device` and one sequence as it stores them; refuses a
-    capacity that does not fit the device's memory."""
-    S = cfg.frame_size
-    sizes = {"T": cfg.unroll_length, "H": S, "W": S, "A": cfg.num_actions}
-    example = sequence_example(sizes | {"C": cfg.model_spec().state_size})
-    check_fits(estimate_bytes(example, cfg.replay_capacity), device, capacity=cfg.replay_capacity)
-    return PrioritizedReplay(cfg.replay_capacity, ALPHA, BETA, device), example
-
-
-def annealed_beta(beta0: float, anneal_updates: int, updates: int) -> float:
-    """The importance-sampling exponent after `updates`: from beta0 to 1 over `anneal_updates`."""
-    return beta0 + (1.0 - beta0) * min(1.0, updates / max(1, anneal_updates))
-
-
 class ReplayMixer:
     def __init__(
         self,
@@ -73,7 +58,13 @@ class ReplayMixer:
     @classmethod
     def create(cls, cfg, device: torch.device) -> ReplayMixer:
         """From the learner config; refuses a capacity that does not fit the device's memory."""
-        replay, _ = device_replay(cfg, device)
+        S = cfg.frame_size
+        sizes = {"T": cfg.unroll_length, "H": S, "W": S, "A": cfg.num_actions}
+        example = sequence_example(sizes | {"C": cfg.model_spec().state_size})
+        check_fits(
+            estimate_bytes(example, cfg.replay_capacity), device, capacity=cfg.replay_capacity
+        )
+        replay = PrioritizedReplay(cfg.replay_capacity, ALPHA, BETA, device)
         return cls(
             replay, fraction=cfg.replay_fraction, max_sample_insert_ratio=MAX_SAMPLE_INSERT_RATIO,
             min_size=min(MIN_SIZE, cfg.replay_capacity), beta0=BETA,
@@ -92,7 +83,8 @@ class ReplayMixer:
         if n == 0 or too_early or too_fast:
             self.skipped += n > 0
             return Mixed(fresh, n_fresh, None)
-        self.replay.beta = annealed_beta(self.beta0, self.beta_anneal_updates, updates)
+        progress = min(1.0, updates / max(1, self.beta_anneal_updates))
+        self.replay.beta = self.beta0 + (1.0 - self.beta0) * progress
         sample = self.replay.sample(n)
         self.sampled += n
         replayed = from_sequences(sample.batch, sample.weights)
@@ -105,87 +97,3 @@ class ReplayMixer:
         fresh = {k: v[: mixed.fresh] for k, v in to_sequences(mixed.batch).items()}
         self.replay.add(fresh, priorities[: mixed.fresh].detach())
         self.inserted += mixed.fresh
-
-
-class SelfImitationReplay:
-    """The replay as self-imitation's memory (learner/self_imitation.py): every fresh sequence
-    goes in with its priority, the mean (R - V)+ of its steps under the network that trained on
-    it (PopArt-normalised), so that the sequences whose return beat the value are the ones drawn;
-    each update draws round(N_fresh * ratio) of them for the self-imitation loss and refreshes
-    their priorities with the (R - V)+ of its first pass. Until `min_size` sequences are in,
-    nothing is drawn."""
-
-    def __init__(
-        self,
-        replay: PrioritizedReplay,
-        *,
-        ratio: float,
-        min_size: int,
-        beta0: float,
-        beta_anneal_updates: int,
-    ):
-        self.replay = replay
-        self.ratio = ratio
-        self.min_size = min_size
-        self.beta0 = beta0
-        self.beta_anneal_updates = beta_anneal_updates
-        self.inserted = 0
-        self.sampled = 0
-        self.skipped = 0  # never: self-imitation draws a fixed share of each update
-        self.example: dict[str, torch.Tensor] | None = None  # one sequence, as `create` sized it
-
-    @property
-    def sample_insert_ratio(self) -> float:
-        return self.sampled / max(1, self.inserted)
-
-    @classmethod
-    def create(cls, cfg, device: torch.device) -> SelfImitationReplay:
-        """From the learner config; refuses a capacity that does not fit the device's memory."""
-        replay, example = device_replay(cfg, device)
-        out = cls(
-            replay, ratio=cfg.self_imitation, min_size=min(MIN_SIZE, cfg.replay_capacity),
-            beta0=BETA, beta_anneal_updates=BETA_ANNEAL_UPDATES,
-        )  # fmt: skip
-        out.example = example
-        return out
-
-    def sample(self, fresh: int, updates: int) -> tuple[Batch, torch.Tensor] | None:
-        """The replayed sequences for an update of `fresh` fresh ones, as a batch whose weights
-        are the importance weights, and their slots; None while replay holds too few."""
-        n = round(fresh * self.ratio)
-        if n == 0 or self.replay.size < max(self.min_size, 1):
-            return None
-        self.replay.beta = annealed_beta(self.beta0, self.beta_anneal_updates, updates)
-        sample = self.replay.sample(n)
-        self.sampled += n
-        return from_sequences(sample.batch, sample.weights), sample.indices
-
-    def after_update(
-        self,
-        fresh: Batch,
-        fresh_priorities: torch.Tensor,
-        indices: torch.Tensor | None,
-        priorities: torch.Tensor,
-    ) -> None:
-        """Refresh the drawn sequences' priorities ([n] at `indices`), then add the fresh ones
-        ([N] `fresh_priorities`)."""
-        if indices is not None:
-            self.replay.update_priorities(indices, priorities)
-        self.replay.add(to_sequences(fresh), fresh_priorities.detach())
-        self.inserted += fresh.num_sequences
-
-    def state_dict(self) -> dict:
-        return self.replay.state_dict()
-
-    def load_state_dict(self, state: dict) -> str | None:
-        """Take a `state_dict`'s sequences; or, where they are not the sequences this run stores
-        (another frame size, unroll length, network core), take none and say why."""
-        fields = state.get("fields", {})
-        if fields and self.example is not None:
-            have = {k: (tuple(v.shape[1:]), v.dtype) for k, v in fields.items()}
-            want = {k: (tuple(v.shape), v.dtype) for k, v in self.example.items()}
-            if have != want:
-                wrong = sorted(k for k in want.keys() | have.keys() if have.get(k) != want.get(k))
-                return f"its sequences differ from this run's in {', '.join(wrong)}"
-        self.replay.load_state_dict(state)
-        return None

@@ -122,10 +122,6 @@ class PopArt:
     def normalize(self, values: Tensor, level: Tensor | None = None) -> Tensor:
         return normalize(values, self.stats, self.min_sigma, level)
 
-    def sigma(self, level: Tensor | None = None) -> Tensor:
-        """sigma_l at each element's level, on the device (no sync)."""
-        return _at(self.stats.sigma(self.min_sigma), level)
-
     def scale(self) -> float:
         """sigma (the mean over the levels with a normalisation each): reward units per unit of
         the head's output."""

@@ -7,7 +7,6 @@ from typing import NamedTuple
 
 import torch
 
-from learner import self_imitation
 from learner.losses import group_moments, group_sums
 
 
@@ -23,7 +22,6 @@ class Losses(NamedTuple):
     advantages: torch.Tensor  # [T, N] the surrogate's advantages before normalisation, detached
     entropies: torch.Tensor  # [T, N] the policy's entropy at each step, detached
     value_errors: torch.Tensor  # [T, N] |v_s - V(x_s)|, reward units, detached
-    imitation: self_imitation.SelfImitationLoss | None  # on the replayed sequences, if any
 
 
 class UpdateStats(NamedTuple):
@@ -43,17 +41,10 @@ class UpdateStats(NamedTuple):
     level_advantage_std: torch.Tensor  # [MAX_GROUPS] std of its raw advantages, first pass
     level_entropy: torch.Tensor  # [MAX_GROUPS] the policy's mean entropy on its steps, first pass
     level_value_error: torch.Tensor  # [MAX_GROUPS] mean |v_s - V(x_s)| on its steps, first pass
-    # self-imitation: the mean (R - V)+ of each sequence, PopArt-normalised: the fresh ones' under
-    # the network before the update, the replayed ones' from the first pass ([0] without any)
-    imitation_priorities_fresh: torch.Tensor  # [N]
-    imitation_priorities: torch.Tensor  # [n]
-    sil_loss: torch.Tensor  # [] L_sil, the mean over the steps that had replayed sequences
-    sil_positive: torch.Tensor  # [] share of their steps whose return beat the value
 
 
 # The losses an update reports as means over its optimizer steps, as UpdateStats names them
 MEANS = ("total_loss", "pg_loss", "baseline_loss", "entropy", "clip_fraction")
-SIL_MEANS = ("sil_loss", "sil_positive")  # means over the steps with replayed sequences
 
 
 class Tally:
@@ -61,12 +52,9 @@ class Tally:
     (`stats`): the losses' means, the last step's gradient norm and, from the first pass (the
     network as it was before the update), the priorities and each level's figures."""
 
-    def __init__(self, num_sequences: int, device: torch.device, replayed: int = 0):
+    def __init__(self, num_sequences: int, device: torch.device):
         self.sums = torch.zeros(len(MEANS), device=device)  # [5] in MEANS' order
         self.steps = 0
-        self.sil_sums = torch.zeros(len(SIL_MEANS), device=device)  # [2] in SIL_MEANS' order
-        self.sil_steps = 0
-        self.imitation_priorities = torch.zeros(replayed, device=device)  # [n]
         self.grad_norm = torch.zeros((), device=device)
         self.priorities = torch.zeros(num_sequences, device=device)  # [N]
         self.advantage_sums: torch.Tensor | None = None  # per level index (group_sums)
@@ -80,23 +68,15 @@ class Tally:
         level: torch.Tensor,
         index: torch.Tensor | None,
         first_pass: bool,
-        replayed_index: torch.Tensor | None = None,
     ) -> None:
         """One optimizer step's `losses` on the sequences `index` (None: all), whose steps' level
-        indices are `level` [T, n], and its gradient norm before clipping; `replayed_index`, the
-        replayed sequences of its self-imitation loss."""
+        indices are `level` [T, n], and its gradient norm before clipping."""
         step = {"total_loss": losses.total.detach(), "pg_loss": losses.pg}
         step |= {"baseline_loss": losses.baseline, "entropy": losses.entropy}
         step |= {"clip_fraction": losses.clip_fraction}
         self.sums += torch.stack([step[name] for name in MEANS])
         self.steps += 1
         self.grad_norm = grad_norm.detach()
-        sil = losses.imitation
-        if sil is not None:
-            self.sil_sums += torch.stack([sil.total.detach(), sil.positive])
-            self.sil_steps += 1
-            if first_pass and replayed_index is not None:
-                self.imitation_priorities[replayed_index] = sil.priorities
         if not first_pass:
             return
         if index is None:
@@ -107,16 +87,12 @@ class Tally:
         self.entropy_sums = group_sums(losses.entropies, level, self.entropy_sums)
         self.value_error_sums = group_sums(losses.value_errors, level, self.value_error_sums)
 
-    def stats(self, passes: int, imitation_priorities_fresh: torch.Tensor) -> UpdateStats:
+    def stats(self, passes: int) -> UpdateStats:
         means = dict(zip(MEANS, (self.sums / self.steps).unbind(), strict=True))
-        sil = self.sil_sums / max(1, self.sil_steps)
-        means |= dict(zip(SIL_MEANS, sil.unbind(), strict=True))
         advantages = group_moments(self.advantage_sums)
         return UpdateStats(
             **means, grad_norm=self.grad_norm, priorities=self.priorities, sgd_steps=self.steps,
             epochs=passes, level_steps=advantages.count, level_advantage_std=advantages.std,
             level_entropy=group_moments(self.entropy_sums).mean,
             level_value_error=group_moments(self.value_error_sums).mean,
-            imitation_priorities_fresh=imitation_priorities_fresh,
-            imitation_priorities=self.imitation_priorities,
         )  # fmt: skip

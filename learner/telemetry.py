@@ -160,15 +160,13 @@ class Telemetry:
             "value_scale": self.learner.popart.scale(),
             "learning_rate": self.learner.learning_rate,
         }
-        replay = self._replay_figures(stats)
-        figures["loss"] |= replay.pop("loss", {})
-        figures |= replay | self._level_figures(stats)
+        figures |= self._replay_figures() | self._level_figures(stats)
         numbers, now = self.metrics.record(figures), time.time()
         append_lines(self.run.metrics, [json.dumps(metrics_row(numbers, now))])
         if self.tensorboard is not None:
             self.tensorboard.write(numbers, now)
 
-    def _replay_figures(self, stats: UpdateStats) -> dict[str, Figure]:
+    def _replay_figures(self) -> dict[str, Figure]:
         """Replay's state ({} without replay); the counter of skipped sequences moved on."""
         if self.mixer is None:
             return {}
@@ -180,9 +178,6 @@ class Telemetry:
             "replay_sample_insert_ratio": self.mixer.sample_insert_ratio,
             "samples_per_second": {"replay": self.replay_rate.rate()},
         }
-        if stats.imitation_priorities.numel():  # an update with self-imitation
-            out["loss"] = {"self_imitation": float(stats.sil_loss)}
-            out["self_imitation_positive"] = float(stats.sil_positive)
         if r.size:
             q = r.priority_quantiles([0.5, 0.9, 0.99, 1.0]).tolist()
             out["replay_priority"] = dict(zip(("p50", "p90", "p99", "max"), q, strict=True))

@@ -29,7 +29,7 @@ from torch.nn import functional as F
 
 from common.model import ActorCritic, value_at
 from common.stacking import STACK, stack_frames
-from learner import self_imitation, vtrace
+from learner import vtrace
 from learner.batching import Batch, select
 from learner.config import LearnerConfig
 from learner.inputs import (
@@ -115,11 +115,11 @@ def network_outputs(
     return Outputs(logits, values, h[: T * N], final_values)
 
 
-def bootstrapped_rewards(
+def vtrace_targets(
     out: Outputs, batch: Batch, hyper: Hyper
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The shaped rewards [T, N], a truncated step's with gamma V(x_final) folded in, and the
-    discounts [T, N] (0 after any episode end), under the network's outputs `out` (T+1 stacks)."""
+) -> tuple[vtrace.VTraceFromLogitsReturns, torch.Tensor]:
+    """V-trace's targets under the network's outputs `out` (over all T+1 stacks), and the
+    surrogate's advantages r_s + gamma_s v_{s+1} - V(x_s) [T, N] (without the rho_s factor)."""
     T = batch.unroll_length
     values = out.values  # [T+1, N]
     # ---- bootstrap: discounts end at any episode end; truncation bootstraps via the reward ---
@@ -134,17 +134,6 @@ def bootstrapped_rewards(
     )  # [T, N]
     rewards = shape_rewards(batch.rewards, hyper)  # [T, N]
     rewards = rewards + discount * batch.truncated.float() * next_value  # r_t + g V(x_final)
-    return rewards, discounts
-
-
-def vtrace_targets(
-    out: Outputs, batch: Batch, hyper: Hyper
-) -> tuple[vtrace.VTraceFromLogitsReturns, torch.Tensor]:
-    """V-trace's targets under the network's outputs `out` (over all T+1 stacks), and the
-    surrogate's advantages r_s + gamma_s v_{s+1} - V(x_s) [T, N] (without the rho_s factor)."""
-    T = batch.unroll_length
-    values = out.values  # [T+1, N]
-    rewards, discounts = bootstrapped_rewards(out, batch, hyper)  # [T, N], [T, N]
 
     # ---- V-trace (Espeholt et al. 2018, Sec. 4.1) -----------------------------------------------
     vt = vtrace.from_logits(
@@ -187,8 +176,6 @@ class Targets(NamedTuple):
     vs: torch.Tensor  # [T, N] V-trace targets, reward units, detached
     advantages: torch.Tensor  # [T, N] r_s + gamma_s v_{s+1} - V(x_s), detached (no rho)
     behaviour_log_probs: torch.Tensor  # [T, N] log mu(a_s|x_s) of the actions taken
-    returns: torch.Tensor  # [T, N] n-step returns R_s within the sequence (self-imitation's)
-    values: torch.Tensor  # [T, N] V(x_s), reward units, detached
 
     def select(self, index: torch.Tensor | None) -> Targets:
         """The targets of sequences `index` [n] (all of them for None)."""
@@ -201,39 +188,19 @@ def batch_targets(model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt
     """The targets of the whole batch under the network as it is now, without gradient."""
     with torch.no_grad():
         fwd = forward_and_targets(model, batch, hyper, popart)
-        rewards, discounts = bootstrapped_rewards(Outputs(*fwd[:4]), batch, hyper)  # [T, N] x 2
-        returns = self_imitation.returns(rewards, discounts, fwd.values[-1])  # [T, N]
     vt = fwd.vtrace
-    return Targets(vt.vs, fwd.advantages, vt.behaviour_action_log_probs, returns, fwd.values[:-1])
-
-
-class Imitation(NamedTuple):
-    """Replayed sequences that an optimizer step trains with the self-imitation loss, and what
-    their update holds fixed."""
-
-    batch: Batch  # n sequences, batch.weights their importance weights
-    returns: torch.Tensor  # [T, n] R_s, reward units
-    scale: torch.Tensor  # [] the update's advantage std, reward units: (R - V)+'s unit
+    return Targets(vt.vs, fwd.advantages, vt.behaviour_action_log_probs)
 
 
 def loss_and_stats(
-    model: ActorCritic,
-    batch: Batch,
-    hyper: Hyper,
-    popart: PopArt,
-    targets: Targets,
-    imitation: Imitation | None = None,
+    model: ActorCritic, batch: Batch, hyper: Hyper, popart: PopArt, targets: Targets
 ) -> Losses:
     """The three losses of one (mini)batch against the held `targets`: the policy's (on the
     current network's ratios pi/mu), the value's (in PopArt's normalised units; PopArt's
-    statistics move and the value head is rescaled to keep its outputs) and the entropy bonus;
-    plus, with `imitation`, the self-imitation loss on those replayed sequences."""
+    statistics move and the value head is rescaled to keep its outputs) and the entropy bonus."""
     T, N = batch.unroll_length, batch.num_sequences
     # ---- unpack: the current network on the T stacks that acted -----------------------------
     out = network_outputs(model, batch, hyper, popart, bootstrap=False)
-    sil_out = None
-    if imitation is not None:  # the same on the replayed sequences
-        sil_out = network_outputs(model, imitation.batch, hyper, popart, bootstrap=False)
     log_pi = vtrace.action_log_probs(out.logits, batch.actions)  # [T, N] log pi(a_s|x_s)
     log_rhos = log_pi - targets.behaviour_log_probs  # [T, N] log pi/mu
     advantages = targets.advantages  # [T, N]
@@ -264,28 +231,13 @@ def loss_and_stats(
     entropy = entropies.mean()
     total = pg_loss + hyper.baseline_cost * baseline_loss - hyper.entropy_cost * entropy
 
-    # ---- self-imitation: the replayed steps whose return beat the value (Oh et al. 2018) -----
-    sil = None
-    if imitation is not None and sil_out is not None:
-        n = imitation.batch.num_sequences
-        sil_level = imitation.batch.level  # [T, n]
-        sil_value = value_at(model.value(sil_out.features), sil_level.flatten()).view(T, n)
-        sil = self_imitation.self_imitation_loss(
-            log_pi=vtrace.action_log_probs(sil_out.logits, imitation.batch.actions),  # [T, n]
-            value=sil_value,  # [T, n] normalised
-            returns=popart.normalize(imitation.returns, sil_level),  # [T, n]
-            scale=imitation.scale / popart.sigma(sil_level),  # [T, n]
-            weights=imitation.batch.weights,
-        )
-        total = total + sil.total
-
     # ---- plumbing: replay's priorities ---------------------------------------------------------
     # a sequence's mean |v_s - V(x_s)|: what the value has not learned yet (PER's |TD error|)
     value_errors = (targets.vs - out.values).abs()  # [T, N]
     priorities = value_errors.mean(dim=0)  # [N]
     return Losses(
         total, pg_loss.detach(), baseline_loss.detach(), entropy.detach(), clip_fraction,
-        priorities, advantages, entropies.detach(), value_errors, sil,
+        priorities, advantages, entropies.detach(), value_errors,
     )  # fmt: skip
 
 
@@ -333,40 +285,21 @@ class Learner:
         is the next chunk's first)."""
         self.model.observe_frames(batch.frames[STACK - 1 : -1])  # [T, N, H, W]
 
-    def step(
-        self, batch: Batch, epochs: int | None = None, replayed: Batch | None = None
-    ) -> UpdateStats:
-        """One update: `epochs` passes (default: the hyperparameters') of `minibatches` steps;
-        with `replayed` sequences, each step also takes the self-imitation loss on its share
-        of them."""
+    def step(self, batch: Batch, epochs: int | None = None) -> UpdateStats:
+        """One update: `epochs` passes (default: the hyperparameters') of `minibatches` steps."""
         passes = self.hyper.epochs if epochs is None else epochs
         if passes < 1:
             raise ValueError(f"epochs must be >= 1, got {passes}")
         self.model.train()
-        n = 0 if replayed is None else replayed.num_sequences
-        tally = Tally(batch.num_sequences, batch.actions.device, n)
+        tally = Tally(batch.num_sequences, batch.actions.device)
         # ---- bootstrap and V-trace, once: the targets of the network before the update ------
         targets = batch_targets(self.model, batch, self.hyper, self.popart)
-        sigma = self.popart.sigma(batch.level)  # [T, N] each step's level's
-        fresh_gaps = (targets.returns - targets.values).clamp(min=0) / sigma  # [T, N]
-        imitation = None
-        if replayed is not None:  # their returns, once, as the fresh sequences' targets
-            returns = batch_targets(self.model, replayed, self.hyper, self.popart).returns
-            scale = targets.advantages.std(unbiased=False).clamp(min=1e-8)  # [] reward units
-            imitation = Imitation(replayed, returns, scale)
         for epoch in range(passes):
-            minibatches = self._minibatches(batch)
-            parts = torch.arange(n, device=batch.actions.device).tensor_split(len(minibatches))
-            for index, part in zip(minibatches, parts, strict=True):
+            for index in self._minibatches(batch):
                 sub = batch if index is None else select(batch, index)
-                sil_part = None
-                if imitation is not None and part.numel() > 0:
-                    sil_part = Imitation(
-                        select(imitation.batch, part), imitation.returns[:, part], imitation.scale
-                    )
                 # ---- the three losses, backward, clip, step ---------------------------------
                 losses = loss_and_stats(
-                    self.model, sub, self.hyper, self.popart, targets.select(index), sil_part
+                    self.model, sub, self.hyper, self.popart, targets.select(index)
                 )
                 self.optimizer.zero_grad(set_to_none=True)
                 losses.total.backward()
@@ -375,10 +308,10 @@ class Learner:
                 )
                 self.optimizer.step()
                 # ---- plumbing: what the update reports ------------------------------------
-                tally.add(losses, grad_norm, sub.level, index, epoch == 0, part)
+                tally.add(losses, grad_norm, sub.level, index, first_pass=epoch == 0)
         self.updates += 1
         self.sgd_steps += tally.steps
-        return tally.stats(passes, fresh_gaps.mean(dim=0))
+        return tally.stats(passes)
 
     def _minibatches(self, batch: Batch) -> list[torch.Tensor | None]:
         """One pass's minibatches: sequence indices, or [None] for the whole batch."""

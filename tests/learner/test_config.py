@@ -89,3 +89,14 @@ def test_per_level_popart_on_one_level_is_the_shared_one():
         assert per_level == LearnerConfig(level=level).model_spec()
         assert per_level.value_heads == 1
     assert LearnerConfig(level="world:1", popart_per_level=True).model_spec().value_heads == 4
+
+
+def test_the_switches_that_lost_to_per_level_popart_are_refused_naming_the_study(capsys):
+    from common import config as config_io
+
+    with pytest.raises(SystemExit):
+        config_io.load(LearnerConfig, ["--self-imitation", "0.5"], prog="learner", description="")
+    assert capsys.readouterr().err.splitlines()[1:] == [
+        "  - --self-imitation: self-imitation lost to per-level PopArt on World 1 and was removed "
+        "(docs/lab/2026-12-many-levels-study.md): remove it",
+    ]

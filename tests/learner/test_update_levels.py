@@ -1,9 +1,7 @@
 """The update per level: each level's advantage spread and policy entropy against references
-written out, a value head and normalisation per level, and self-imitation of replayed sequences."""
+written out, and a value head and normalisation per level."""
 
 from __future__ import annotations
-
-import copy
 
 import pytest
 import torch
@@ -13,7 +11,7 @@ from common.stacking import stack_frames
 from learner.inputs import previous_actions
 from learner.popart import PopArt
 from learner.update import Learner, batch_targets, network_outputs
-from tests.learner.test_update import A, fwd_of, hyper, make_batch, new_model, on_policy, replaced
+from tests.learner.test_update import A, fwd_of, hyper, make_batch, new_model, on_policy
 
 model = pytest.fixture(name="model")(new_model)
 
@@ -87,28 +85,3 @@ def test_an_update_moves_only_the_normalisations_of_the_levels_it_holds():
     assert float(stats.mean[1]) == 0.0 and float(stats.mean_sq[1]) == 1.0
     assert float(stats.mean[0]) != 0.0 and float(stats.mean[2]) != 0.0
     assert float(stats.mean[0]) != pytest.approx(float(stats.mean[2]))
-
-
-def test_self_imitation_raises_the_replayed_actions_whose_return_beat_the_value(model):
-    """The replayed sequence's rewards are far above anything the value predicts, so every step
-    beat it: an update that imitates it makes its actions likelier; one without replay does not
-    move them that way."""
-    T, N = 4, 2
-    fresh = on_policy(model, make_batch(T, N, seed=1))
-    replayed = make_batch(T, 1, seed=2)
-    replayed = replaced(replayed, rewards=torch.full((T, 1), 50.0))
-
-    def log_pi_of_replayed(net) -> float:
-        with torch.no_grad():
-            logits = fwd_of(net, replayed, hyper()).logits[:T]  # [T, 1, A]
-        lp = torch.log_softmax(logits, -1).gather(-1, replayed.actions[..., None])
-        return float(lp.sum())
-
-    before = log_pi_of_replayed(model)
-    with_sil, without = copy.deepcopy(model), copy.deepcopy(model)
-    for net, extra in ((with_sil, {"replayed": replayed}), (without, {})):
-        learner = Learner(net, torch.optim.Adam(net.parameters(), lr=1e-3), hyper())
-        stats = learner.step(fresh, **extra)
-    assert log_pi_of_replayed(with_sil) > before + 0.05
-    assert log_pi_of_replayed(with_sil) > log_pi_of_replayed(without) + 0.05
-    assert stats.imitation_priorities.numel() == 0  # the last (without) had none
