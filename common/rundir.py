@@ -23,7 +23,6 @@ class RunDir:
         self.config = self.root / "config.json"  # the learner's resolved config
         self.checkpoints = self.root / "checkpoints"  # ckpt-<policy version>.pt, the newest few
         self.latest = self.checkpoints / "latest"  # names the newest checkpoint
-        self.replay = self.root / "replay.pt"  # the learner's replay, saved with each checkpoint
         self.metrics = self.root / "metrics.jsonl"  # the learner's numbers every few seconds
         self.episodes = self.root / "episodes.jsonl"  # a row per training episode
         self.tensorboard = self.root / "tensorboard"  # --tensorboard's event files

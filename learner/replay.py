@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -172,32 +172,6 @@ class PrioritizedReplay:
         slots = self._to_device(indices).long()
         self._priorities.index_copy_(0, slots, new_priorities)
         self._raise_max(new_priorities)
-
-    def state_dict(self) -> dict[str, Any]:
-        """What `load_state_dict` takes back: the stored sequences, oldest first, with their
-        priorities and the running maximum, copied to the host (a sync: for checkpoints)."""
-        oldest = self._cursor if self._size == self._capacity else 0
-        order = (torch.arange(self._size, device=self._device) + oldest) % self._capacity
-        fields = {}
-        if self._storage is not None:
-            fields = {k: v.index_select(0, order).cpu() for k, v in self._storage.items()}
-        return {
-            "fields": fields,
-            "priorities": self._priorities.index_select(0, order).cpu(),
-            "max_priority": float(self._max_priority),
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Empty the buffer, then add `state_dict`'s sequences oldest first: a buffer of another
-        capacity keeps the newest it can hold."""
-        self._storage = None
-        self._priorities.zero_()
-        self._cursor = self._size = 0
-        self._max_priority = torch.ones((), dtype=torch.float32, device=self._device)
-        if state["fields"]:
-            self.add(state["fields"], state["priorities"])
-        top = torch.tensor(float(state["max_priority"]), device=self._device)
-        self._max_priority = torch.maximum(self._max_priority, top)
 
     def priority_quantiles(self, qs: Sequence[float]) -> Tensor:
         """Quantiles of the stored priorities p, ``[len(qs)]`` on the device (NaN when empty); it
