@@ -160,7 +160,7 @@ class LearnerMetrics(_Metrics):
         _M("recent_return", Gauge, "mario_recent_episodes_return", "Mean game return of the newest training episodes.", row="mean_return", tag="episodes/mean_return"),
         _M("recent_max_x", Gauge, "mario_recent_episodes_max_x", "Mean max x of the newest training episodes.", row="mean_max_x", tag="episodes/mean_max_x"),
         _M("recent_flag_rate", Gauge, "mario_recent_episodes_flag_rate", "Flag rate of the newest training episodes.", row="flag_rate", tag="episodes/flag_rate"),
-        # --- levels: the newest 50 training episodes of each (learner/levels.py WINDOW), and the draw ---
+        # --- levels: the newest 50 training episodes of each (learner/levels.py WINDOW) ---
         _M("level_progress", Gauge, "mario_level_progress", "Mean progress of the level's newest training episodes (0-1).", ("level",), row="progress", tag="level/{level}/progress"),
         _M("level_flag_rate", Gauge, "mario_level_flag_rate", "Flag rate of the level's newest training episodes.", ("level",), row="flag_rate", tag="level/{level}/flag_rate"),
         _M("level_end_x", Gauge, "mario_level_end_x", "Where most of the level's newest training episodes that took no flag ended: the median max x of the 100-wide bin of x holding the most of them (a level's wall shows here).", ("level",), row="end_x", tag="level/{level}/end_x"),
@@ -173,8 +173,6 @@ class LearnerMetrics(_Metrics):
         _M("level_flag_rate_best", Gauge, "mario_level_flag_rate_best", "Best flag rate of a full window of the level's newest training episodes so far in the run.", ("level",), row="flag_rate_best", tag="level/{level}/flag_rate_best"),
         _M("level_flag_rate_fall", Gauge, "mario_level_flag_rate_fall", "How far the level's newest training episodes' flag rate lies below its best (mario_level_flag_rate_best); a collapse shows here.", ("level",), row="flag_rate_fall", tag="level/{level}/flag_rate_fall"),
         _M("level_advantage_std", Gauge, "mario_level_advantage_std", "Std of the level's advantages in the last update, before their normalisation (scaled reward units).", ("level",), row="advantage_std", tag="level/{level}/advantage_std"),
-        _M("level_value_error", Gauge, "mario_level_value_error", "Mean |v_s - V(x_s)| on the level's steps in the last update (reward units): what the value has yet to learn there, level sampling's score.", ("level",), row="value_error", tag="level/{level}/value_error"),
-        _M("level_draw_weight", Gauge, "mario_level_draw_weight", "The chance that an actor's next episode plays the level (1/L while levels are drawn alike).", ("level",), row="draw_weight", tag="level/{level}/draw_weight"),
         _M("level_entropy", Gauge, "mario_level_policy_entropy", "The policy's mean entropy on the level's steps in the last update (nats; ln of the actions at uniform).", ("level",), row="entropy", tag="level/{level}/entropy"),
         # the mean over the set, each level with a figure alike (0 before the first)
         _M("levels_progress", Gauge, "mario_levels_mean_progress", "Mean over the run's levels of their newest training episodes' progress.", tag="levels/mean_progress"),

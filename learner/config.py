@@ -27,7 +27,6 @@ from learner import batch_size
 from learner.batch_size import DEFAULT_WAIT_S, BatchSize
 
 Precision = Literal["fp32", "bf16"]
-LevelSampling = Literal["uniform", "value-error"]
 FrontierBy = Literal["flat", "stall"]
 # A run of one level starts this share of its episodes near the frontier; a set none, as on World 1
 # they bought no progress (docs/WHY-DEFAULTS.md).
@@ -117,9 +116,6 @@ class LearnerConfig:
     normalize_advantages: bool = _f(True, "advantages to zero mean, unit std per minibatch")
     replay_capacity: Count = _f(2048, "prioritized replay size in sequences (0 = off)")
     replay_fraction: Share = _f(0.0, "share of each batch from replay")
-    level_sampling: LevelSampling = _f(
-        "uniform", "how actors draw a set's levels: uniform | value-error (where the value errs)"
-    )
     max_policy_lag: Count = _f(50, "drop chunks of a policy more updates old than this")
     queue_chunks: PositiveInt = _f(8, "ingest queue capacity; full, it stops granting credits")
     credits_per_actor: PositiveInt = _f(2, "chunks an actor may have in flight")
@@ -139,6 +135,7 @@ class LearnerConfig:
         "min_batch_chunks": _BATCH_SIZE,
         "max_batch_chunks": _BATCH_SIZE,
         "self_imitation": _LOST_ON_WORLD_1.format(what="self-imitation"),
+        "level_sampling": _LOST_ON_WORLD_1.format(what="level sampling by value error"),
     }
 
     @property

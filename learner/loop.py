@@ -24,7 +24,6 @@ from learner.batching import collate
 from learner.checkpoint import Totals
 from learner.config import LearnerConfig
 from learner.ingest import HostChunk, Ingest, IngestSettings
-from learner.level_sampling import LevelScores
 from learner.levels import LevelStats, frontier_shares
 from learner.mixing import MAX_SAMPLE_INSERT_RATIO, ReplayMixer
 from learner.publisher import LevelPlan, Publisher
@@ -92,8 +91,6 @@ class TrainLoop:
             metrics.replay_capacity.set(cfg.replay_capacity)
         checkpoint.remove_stale_temps(self.run_dir)
         self.levels = LevelStats(cfg.levels)  # its bests go on from the checkpoint's
-        # the actors' level draws: by the value's error per level, or alike ({} weights)
-        self.level_scores = LevelScores(cfg.levels) if cfg.level_sampling == "value-error" else None
         self.totals = checkpoint.resume(self.run_dir, self.learner, self.device, self.levels,
                                         config_io.to_dict(cfg))  # fmt: skip
         if self.trained():
@@ -149,7 +146,6 @@ class TrainLoop:
             cfg.status_interval_s, self.levels,
             ScalarLog(self.run_dir.tensorboard) if cfg.tensorboard else None,
         )  # fmt: skip
-        self.telemetry.level_weights = self._level_weights
         self.telemetry.frontier_shares = self._frontier_shares
         self.telemetry.frontier_starts = self.frontier_starts
 
@@ -224,11 +220,6 @@ class TrainLoop:
                     compute_s=compute_s,
                 )  # fmt: skip
             now = time.monotonic()
-            if self.level_scores is not None:
-                n = len(self.level_scores.levels)
-                self.level_scores.observe(
-                    stats.level_steps[:n].tolist(), stats.level_value_error[:n].tolist()
-                )
             if now - last_publish >= PUBLISH_INTERVAL_S:
                 self.publisher.offer(
                     self.learner.updates, self.model, self.totals.env_frames, self._level_plan()
@@ -239,9 +230,6 @@ class TrainLoop:
                 last_checkpoint = now
         return 0
 
-    def _level_weights(self) -> dict[str, float]:
-        return self.level_scores.weights() if self.level_scores is not None else {}
-
     def _frontier_shares(self) -> dict[str, float]:
         """Each level's share of frontier starts ({}: the env spec's, for all alike)."""
         if self.cfg.frontier_starts_by != "stall":
@@ -249,7 +237,7 @@ class TrainLoop:
         return frontier_shares(self.levels.summary(), self.frontier_starts)
 
     def _level_plan(self) -> LevelPlan:
-        return LevelPlan(self._level_weights(), self._frontier_shares())
+        return LevelPlan(frontier_shares=self._frontier_shares())
 
     def trained(self) -> bool:
         """Whether the run has reached its planned length (--train-frames; never when 0)."""

@@ -21,7 +21,6 @@ class Losses(NamedTuple):
     priorities: torch.Tensor  # [N]
     advantages: torch.Tensor  # [T, N] the surrogate's advantages before normalisation, detached
     entropies: torch.Tensor  # [T, N] the policy's entropy at each step, detached
-    value_errors: torch.Tensor  # [T, N] |v_s - V(x_s)|, reward units, detached
 
 
 class UpdateStats(NamedTuple):
@@ -40,7 +39,6 @@ class UpdateStats(NamedTuple):
     level_steps: torch.Tensor  # [MAX_GROUPS] steps of each level index in the batch
     level_advantage_std: torch.Tensor  # [MAX_GROUPS] std of its raw advantages, first pass
     level_entropy: torch.Tensor  # [MAX_GROUPS] the policy's mean entropy on its steps, first pass
-    level_value_error: torch.Tensor  # [MAX_GROUPS] mean |v_s - V(x_s)| on its steps, first pass
 
 
 # The losses an update reports as means over its optimizer steps, as UpdateStats names them
@@ -59,7 +57,6 @@ class Tally:
         self.priorities = torch.zeros(num_sequences, device=device)  # [N]
         self.advantage_sums: torch.Tensor | None = None  # per level index (group_sums)
         self.entropy_sums: torch.Tensor | None = None
-        self.value_error_sums: torch.Tensor | None = None
 
     def add(
         self,
@@ -85,7 +82,6 @@ class Tally:
             self.priorities[index] = losses.priorities
         self.advantage_sums = group_sums(losses.advantages, level, self.advantage_sums)
         self.entropy_sums = group_sums(losses.entropies, level, self.entropy_sums)
-        self.value_error_sums = group_sums(losses.value_errors, level, self.value_error_sums)
 
     def stats(self, passes: int) -> UpdateStats:
         means = dict(zip(MEANS, (self.sums / self.steps).unbind(), strict=True))
@@ -94,5 +90,4 @@ class Tally:
             **means, grad_norm=self.grad_norm, priorities=self.priorities, sgd_steps=self.steps,
             epochs=passes, level_steps=advantages.count, level_advantage_std=advantages.std,
             level_entropy=group_moments(self.entropy_sums).mean,
-            level_value_error=group_moments(self.value_error_sums).mean,
         )  # fmt: skip

@@ -51,7 +51,6 @@ class Telemetry:
         self.status_interval_s = status_interval_s  # 0: no status line
         self.levels = levels
         self.tensorboard = tensorboard  # --tensorboard: each metrics.jsonl row as scalars too
-        self.level_weights: Callable[[], dict[str, float]] = dict  # the actors' draws ({}: alike)
         # each level's share of frontier starts; {}: every level `frontier_starts`
         self.frontier_shares: Callable[[], dict[str, float]] = dict
         self.frontier_starts = 0.0
@@ -190,11 +189,9 @@ class Telemetry:
             return {}
         summary = self.levels.summary()
         steps, adv_std = stats.level_steps.tolist(), stats.level_advantage_std.tolist()
-        entropy, value_error = stats.level_entropy.tolist(), stats.level_value_error.tolist()
-        draws, shares = self.level_weights(), self.frontier_shares()
+        entropy, shares = stats.level_entropy.tolist(), self.frontier_shares()
         names = [f"level_{k}" for k in ("progress", "flag_rate", "advantage_std", "entropy")]
-        names += ["level_value_error", "level_draw_weight", "level_end_x"]
-        names += ["level_stall_rate", "level_frontier_share"]
+        names += ["level_end_x", "level_stall_rate", "level_frontier_share"]
         names += [f"level_{k}_{w}" for k in ("progress", "flag_rate") for w in ("best", "fall")]
         out: dict[str, dict[str, float | None]] = {name: {} for name in names}
         for i, (level, s) in enumerate(summary.items()):  # i: the learner's set order
@@ -206,8 +203,6 @@ class Telemetry:
             out["level_flag_rate_fall"][level] = s.flag_rate_fall
             out["level_advantage_std"][level] = adv_std[i] if steps[i] >= 2 else None
             out["level_entropy"][level] = entropy[i] if steps[i] >= 1 else None
-            out["level_value_error"][level] = value_error[i] if steps[i] >= 1 else None
-            out["level_draw_weight"][level] = draws.get(level, 1.0 / len(summary))
             out["level_end_x"][level] = s.end_x
             out["level_stall_rate"][level] = s.stall_rate
             out["level_frontier_share"][level] = shares.get(level, self.frontier_starts)

@@ -233,11 +233,10 @@ def loss_and_stats(
 
     # ---- plumbing: replay's priorities ---------------------------------------------------------
     # a sequence's mean |v_s - V(x_s)|: what the value has not learned yet (PER's |TD error|)
-    value_errors = (targets.vs - out.values).abs()  # [T, N]
-    priorities = value_errors.mean(dim=0)  # [N]
+    priorities = (targets.vs - out.values).abs().mean(dim=0)  # [N]
     return Losses(
         total, pg_loss.detach(), baseline_loss.detach(), entropy.detach(), clip_fraction,
-        priorities, advantages, entropies.detach(), value_errors,
+        priorities, advantages, entropies.detach(),
     )  # fmt: skip
 
 

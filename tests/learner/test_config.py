@@ -94,9 +94,12 @@ def test_per_level_popart_on_one_level_is_the_shared_one():
 def test_the_switches_that_lost_to_per_level_popart_are_refused_naming_the_study(capsys):
     from common import config as config_io
 
+    argv = ["--self-imitation", "0.5", "--level-sampling", "value-error", "--popart-per-level"]
     with pytest.raises(SystemExit):
-        config_io.load(LearnerConfig, ["--self-imitation", "0.5"], prog="learner", description="")
+        config_io.load(LearnerConfig, argv, prog="learner", description="")
     assert capsys.readouterr().err.splitlines()[1:] == [
         "  - --self-imitation: self-imitation lost to per-level PopArt on World 1 and was removed "
         "(docs/lab/2026-12-many-levels-study.md): remove it",
+        "  - --level-sampling: level sampling by value error lost to per-level PopArt on World 1 "
+        "and was removed (docs/lab/2026-12-many-levels-study.md): remove it",
     ]

@@ -300,9 +300,9 @@ def test_the_train_loops_record_fills_every_output_from_one_set_of_gauges(
     assert row["mean_max_x"] == 500 and row["flag_rate"] == 0.5 and row["mean_return"] == 70
     assert row["total_loss"] == pytest.approx(float(stats.total_loss))
     assert row["replay_size"] == 4 and row["sgd_steps"] == stats.sgd_steps
-    # no episode of 1-2 yet: every figure None but its draw weight and share of frontier starts
-    # (the env spec's, 0 on this set), which the schedule knows
-    known = {"draw_weight": 0.5, "frontier_share": 0.0}
+    # no episode of 1-2 yet: every figure None but its share of frontier starts (the env spec's,
+    # 0 on this set), which the learner knows
+    known = {"frontier_share": 0.0}
     assert row["levels"]["1-2"] == dict.fromkeys(level_keys()) | known
     assert row["levels"]["1-1"]["progress_best"] == 0.5  # FakeLevels: best 0.5, fall 0.1
     assert row["levels"]["1-1"]["progress_fall"] == 0.1
