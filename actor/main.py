@@ -75,8 +75,8 @@ class Actor:
         self.stopping = threading.Event()
         self.rng = np.random.default_rng([cfg.seed, cfg.actor_id])  # action sampling
         self.envs: list[FrameEnv] = []  # built for `env_spec` once no lane is stepping
-        # the newest weights' level draw weights and shares of frontier starts ({}: the spec's)
-        self.level_plan: tuple[dict[str, float], dict[str, float]] = ({}, {})
+        # the newest weights' shares of frontier starts per level ({}: the spec's)
+        self.frontier_shares: dict[str, float] = {}
         self.env_spec: EnvSpec | None = None  # from the learner's Welcome
         self.model: ActorCritic | None = None  # likewise
         self.unroll_length = 0  # likewise
@@ -121,16 +121,14 @@ class Actor:
 
     def _on_weights(self, weights: wire.Weights) -> None:
         load_weights(self.model, weights)
-        self.level_plan = (weights.level_weights, weights.frontier_shares)
+        self.frontier_shares = weights.frontier_shares
         self._plan_envs()
         self.metrics.policy_version.set(weights.policy_version)
 
     def _plan_envs(self) -> None:
-        """The learner's newest level plan into every env: its next draws and frontier starts."""
-        draws, frontier = self.level_plan
+        """The learner's newest shares of frontier starts into every env."""
         for env in self.envs:
-            env.schedule.set_weights(draws)
-            env.schedule.set_frontier_shares(frontier)
+            env.schedule.set_frontier_shares(self.frontier_shares)
 
     def _on_event(self, event: str) -> None:
         if event == "reconnect":

@@ -103,19 +103,13 @@ def check_spec(where: str, value: object) -> None:
             )
 
 
-def check_level_weights(where: str, value: object, upto: float | None = None) -> None:
-    """A map of level names to finite, non-negative floats, each at most `upto` where given (the
-    actors' level draw weights; their shares of frontier starts)."""
+def check_level_shares(where: str, value: object) -> None:
+    """A map of level names to floats in [0, 1] (each level's share of frontier starts)."""
     check_spec(where, value)
     for key, item in value.items():  # type: ignore[attr-defined]
-        if (
-            type(item) is not float
-            or not 0 <= item < math.inf
-            or (upto is not None and item > upto)
-        ):
-            bound = f" and <= {upto:g}" if upto is not None else ""
+        if type(item) is not float or not 0 <= item <= 1:
             raise ProtocolError(
-                f"{where}[{key!r:.60}] must be a finite float >= 0{bound}, got {item!r:.60}"
+                f"{where}[{key!r:.60}] must be a float >= 0 and <= 1, got {item!r:.60}"
             )
 
 

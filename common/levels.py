@@ -4,9 +4,8 @@ A set: stages ("1-1,1-2,4-1"), a world ("world:1"), "all", or a mix ("world:1,4-
 once, in the order written; anything else ("tests.fakes:Corridor-v0") is a Gymnasium id, alone,
 but for a name shaped like a stage that is none ("1-5", "9-9"), which is refused. Whether
 gymnasium knows such an id is `unregistered`'s question, asked where a run is set up.
-Each env draws its next episode's level from the set with its own generator (reproducible from
-the seed): every level alike, or by the draw weights the learner sends with its weights; the
-policy is never told which level it plays. A level's length is
+Each env draws its next episode's level from the set, every level alike, with its own generator
+(reproducible from the seed); the policy is never told which level it plays. A level's length is
 its flag's (or axe's) x, measured by `scripts.dev.analysis.level_lengths` into
 common/level_lengths.json; `progress` turns an episode's max x into a share of it.
 """
@@ -178,27 +177,15 @@ def unmeasured(levels: tuple[str, ...]) -> list[str]:
 
 
 class LevelSchedule:
-    """Draws each episode's level from the set: every level alike, until `set_weights` gives
-    the learner's draw weights (its level sampling, learner/level_sampling.py)."""
+    """Draws each episode's level from the set, every level alike, and holds the learner's share
+    of frontier starts for each."""
 
     def __init__(self, levels: tuple[str, ...], seed: int | tuple[int, ...]):
         if not levels:
             raise LevelSetError("a schedule needs at least one level")
         self.levels = levels
         self._rng = np.random.default_rng(seed)
-        self._p: np.ndarray | None = None  # [L] draw probabilities; None: uniform
         self.frontier_shares: dict[str, float] = {}  # level -> its share of frontier starts
-
-    def set_weights(self, weights: Mapping[str, float]) -> None:
-        """Take the learner's per-level weights (any non-negative scale; {} = uniform). A level
-        the weights leave out gets the mean weight of those they name."""
-        known = [float(weights[lv]) for lv in self.levels if lv in weights]
-        if not known or sum(known) <= 0:
-            self._p = None
-            return
-        fill = sum(known) / len(known)
-        w = np.array([max(float(weights.get(lv, fill)), 0.0) for lv in self.levels])
-        self._p = w / w.sum()  # one assignment: a lane's thread drawing sees the old or the new
 
     def set_frontier_shares(self, shares: Mapping[str, float]) -> None:
         """Take the learner's per-level shares of frontier starts ({}: the env spec's one share
@@ -209,16 +196,7 @@ class LevelSchedule:
         """The share of `level`'s episodes to start at a frontier snapshot."""
         return self.frontier_shares.get(level, default)
 
-    @property
-    def probabilities(self) -> np.ndarray:
-        """[L] each level's chance of being the next episode's."""
-        p, n = self._p, len(self.levels)
-        return p if p is not None else np.full(n, 1.0 / n)
-
     def next_level(self) -> str:
         if len(self.levels) == 1:
             return self.levels[0]
-        p = self._p
-        if p is None:
-            return self.levels[int(self._rng.integers(len(self.levels)))]
-        return self.levels[int(self._rng.choice(len(self.levels), p=p))]
+        return self.levels[int(self._rng.integers(len(self.levels)))]

@@ -28,7 +28,7 @@ from common._wire_checks import (
     check_bool,
     check_float,
     check_int,
-    check_level_weights,
+    check_level_shares,
     check_spec,
     check_str,
     check_tensors,
@@ -41,8 +41,10 @@ from common._wire_checks import (
 # weights the level schedule's weights; 5: chunks core_state; 6: chunks each step's level; 7: the
 # Welcome the env spec, the registration none; 8: episodes their start_x (frontier starts); 9:
 # weights the actors' level draw weights (level sampling), float32 only (float16, which nothing
-# sent, refused) and the run's env frames; the Welcome the learner's heartbeat interval
-PROTOCOL_VERSION = 10
+# sent, refused) and the run's env frames; the Welcome the learner's heartbeat interval; 10:
+# weights each level's share of frontier starts; 11: weights no level draw weights (removed with
+# level sampling: the actors draw a set's levels uniformly)
+PROTOCOL_VERSION = 11
 
 # An actor that hears nothing for this many of the Welcome's heartbeat intervals, on a connection
 # that is up, starts a new session (actor/link.py)
@@ -156,8 +158,6 @@ class Weights:
     env_frames: int  # >= 0, the run's env frames when the learner reached this version
     tensors: dict[str, np.ndarray] = field(repr=False)  # name -> float32, any shape
     model_spec: dict[str, str | int | float | bool]  # flat
-    # level -> weight with which actors draw an episode's level ({} = every level alike)
-    level_weights: dict[str, float] = field(default_factory=dict)
     # level -> share of its episodes started at a frontier snapshot ({} = the env spec's share)
     frontier_shares: dict[str, float] = field(default_factory=dict)
 
@@ -166,8 +166,7 @@ class Weights:
         check_int("weights.env_frames", self.env_frames)
         check_tensors("weights.tensors", self.tensors)
         check_spec("weights.model_spec", self.model_spec)
-        check_level_weights("weights.level_weights", self.level_weights)
-        check_level_weights("weights.frontier_shares", self.frontier_shares, upto=1.0)
+        check_level_shares("weights.frontier_shares", self.frontier_shares)
 
     def __eq__(self, other: object) -> bool:
         return _messages_equal(self, other)

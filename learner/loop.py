@@ -26,7 +26,7 @@ from learner.config import LearnerConfig
 from learner.ingest import HostChunk, Ingest, IngestSettings
 from learner.levels import LevelStats, frontier_shares
 from learner.mixing import MAX_SAMPLE_INSERT_RATIO, ReplayMixer
-from learner.publisher import LevelPlan, Publisher
+from learner.publisher import Publisher
 from learner.telemetry import Telemetry
 from learner.tensorboard import ScalarLog
 from learner.update import Hyper, Learner
@@ -176,7 +176,7 @@ class TrainLoop:
         self.telemetry.started(self.totals)  # before any registration is answered
         self.ingest.start()
         self.publisher.offer(
-            self.learner.updates, self.model, self.totals.env_frames, self._level_plan()
+            self.learner.updates, self.model, self.totals.env_frames, self._frontier_shares()
         )
         last_publish = last_checkpoint = time.monotonic()
         log.info("listening on %s:%d (weights on %d), device %s",
@@ -222,8 +222,9 @@ class TrainLoop:
             now = time.monotonic()
             if now - last_publish >= PUBLISH_INTERVAL_S:
                 self.publisher.offer(
-                    self.learner.updates, self.model, self.totals.env_frames, self._level_plan()
-                )
+                    self.learner.updates, self.model, self.totals.env_frames,
+                    self._frontier_shares(),
+                )  # fmt: skip
                 last_publish = now
             if now - last_checkpoint >= cfg.checkpoint_interval_s:
                 self.save_checkpoint()
@@ -235,9 +236,6 @@ class TrainLoop:
         if self.cfg.frontier_starts_by != "stall":
             return {}
         return frontier_shares(self.levels.summary(), self.frontier_starts)
-
-    def _level_plan(self) -> LevelPlan:
-        return LevelPlan(frontier_shares=self._frontier_shares())
 
     def trained(self) -> bool:
         """Whether the run has reached its planned length (--train-frames; never when 0)."""

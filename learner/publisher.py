@@ -11,19 +11,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from common import wire
-
-
-class LevelPlan(NamedTuple):
-    """What the actors' envs are told with the weights about the levels they play."""
-
-    weights: Mapping[str, float] = {}  # level -> draw weight ({}: every level alike)
-    frontier_shares: Mapping[str, float] = {}  # level -> share of frontier starts ({}: the spec's)
 
 
 class Publisher:
@@ -37,7 +29,7 @@ class Publisher:
         self.send = send  # Ingest.publish: the frames of one message
         self.spent = spent
         self.model_spec = model_spec
-        self._slot: tuple[int, int, dict[str, torch.Tensor], LevelPlan] | None = None
+        self._slot: tuple[int, int, dict[str, torch.Tensor], dict[str, float]] | None = None
         self._cond = threading.Condition()
         self._stop = False
         self.thread = threading.Thread(target=self._run, name="publisher", daemon=True)
@@ -48,13 +40,13 @@ class Publisher:
         version: int,
         model: torch.nn.Module,
         env_frames: int,
-        plan: LevelPlan | None = None,
+        frontier_shares: Mapping[str, float] | None = None,
     ) -> None:
-        """Publish `model` as policy `version`, which the run reached at `env_frames`, with the
-        actors' level draw weights and shares of frontier starts (none: the env spec's)."""
+        """Publish `model` as policy `version`, which the run reached at `env_frames`, with each
+        level's share of frontier starts (none: the env spec's, for every level alike)."""
         snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}  # on-device copy
         with self._cond:
-            self._slot = (version, env_frames, snapshot, plan or LevelPlan())
+            self._slot = (version, env_frames, snapshot, dict(frontier_shares or {}))
             self._cond.notify()
 
     def _run(self) -> None:
@@ -64,7 +56,7 @@ class Publisher:
                     self._cond.wait()
                 if self._stop:
                     return
-                version, env_frames, snapshot, plan = self._slot
+                version, env_frames, snapshot, frontier_shares = self._slot
                 self._slot = None
             t0 = time.thread_time()
             tensors = {
@@ -72,8 +64,7 @@ class Publisher:
             }
             msg = wire.Weights(
                 policy_version=version, env_frames=env_frames, tensors=tensors,
-                model_spec=self.model_spec, level_weights=dict(plan.weights),
-                frontier_shares=dict(plan.frontier_shares),
+                model_spec=self.model_spec, frontier_shares=frontier_shares,
             )  # fmt: skip
             frames = wire.encode(msg)
             self.spent(time.thread_time() - t0)

@@ -12,7 +12,7 @@ import torch
 
 from common import wire
 from common.model import ActorCritic, ModelSpec
-from learner.publisher import LevelPlan, Publisher
+from learner.publisher import Publisher
 
 
 def test_the_newest_snapshot_is_sent_and_the_older_waiting_ones_dropped():
@@ -52,7 +52,7 @@ def test_the_newest_snapshot_is_sent_and_the_older_waiting_ones_dropped():
     assert len(costs) == 2 and all(c > 0 for c in costs)  # each message's preparation, timed
 
 
-def test_the_level_plan_travels_with_the_version_it_was_offered_with():
+def test_the_shares_of_frontier_starts_travel_with_the_version_they_were_offered_with():
     sent: list[wire.Weights] = []
     got = threading.Event()
 
@@ -63,11 +63,9 @@ def test_the_level_plan_travels_with_the_version_it_was_offered_with():
     model = ActorCritic(ModelSpec())
     publisher = Publisher(send, model.spec.to_wire())
     try:
-        plan = LevelPlan({"1-1": 0.125, "1-2": 0.875}, {"1-1": 0.0, "1-2": 0.3})
-        publisher.offer(7, model, 7_168, plan)
+        publisher.offer(7, model, 7_168, {"1-1": 0.0, "1-2": 0.3})
         assert got.wait(30)
     finally:
         publisher.stop()
     assert sent[0].policy_version == 7 and sent[0].env_frames == 7_168
-    assert sent[0].level_weights == {"1-1": 0.125, "1-2": 0.875}
     assert sent[0].frontier_shares == {"1-1": 0.0, "1-2": 0.3}
