@@ -85,9 +85,10 @@ def test_two_actor_processes_learn_corridor(tmp_path, replay):
             raise AssertionError(f"not learned within {FRAME_BUDGET} frames: {rows[-1]}")
         return bool(rows) and (rows[-1]["mean_return"] or 0) >= target
 
-    try:
+    try:  # judged by FRAME_BUDGET; the wall-clock cap only ends a run that stopped moving, and a
+        # loaded box (the CPU shared with training runs) can take several minutes to stream it
         procs.wait_until(
-            f"mean return >= {target:.2f} (random policy: {baseline:.2f})", learned, 300, everyone
+            f"mean return >= {target:.2f} (random policy: {baseline:.2f})", learned, 1200, everyone
         )
         final = procs.scrape(mport)
         replayed = final.get("mario_learner_samples_total{source=replay}", 0)
