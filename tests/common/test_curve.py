@@ -3,6 +3,7 @@ key generation is idempotent and keeps secrets private; config refuses an open n
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import stat
 import time
@@ -60,8 +61,10 @@ def _client(ctx, kind, port, options=None):
 def _router_hears(router, dealer, timeout_s):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if dealer.poll(0, zmq.POLLOUT):  # only once the handshake let the connection through
-            dealer.send(b"chunk")
+        # Never a blocking send: a refused handshake drops the DEALER's only pipe, and a send
+        # with no pipe waits for one for ever (POLLOUT checked first can go stale before the send).
+        with contextlib.suppress(zmq.Again):
+            dealer.send(b"chunk", zmq.NOBLOCK)
         if router.poll(100):
             return router.recv_multipart()[-1]
     return None
