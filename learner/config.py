@@ -86,9 +86,6 @@ class LearnerConfig:
     arch: Arch = _f("small", "network, sent to the actors at registration")
     core: Core = _f("none", "recurrent core between trunk and heads: none | lstm | gru")
     core_size: PositiveInt = _f(256, "units of the recurrent core")
-    popart_per_level: bool = _f(
-        False, "a value head and PopArt normalisation per level of a set (multi-task PopArt)"
-    )
     precision: Precision = _f("fp32", "the network's training precision: fp32 | bf16 (autocast)")
     unroll_length: PositiveInt = _f(32, "agent steps per chunk (T), sent to the actors")
     batch_chunks: str = _f(
@@ -136,6 +133,10 @@ class LearnerConfig:
         "max_batch_chunks": _BATCH_SIZE,
         "self_imitation": _LOST_ON_WORLD_1.format(what="self-imitation"),
         "level_sampling": _LOST_ON_WORLD_1.format(what="level sampling by value error"),
+        "popart_per_level": (
+            "per-level PopArt led World 1's set early and then fell behind today's defaults "
+            "(docs/lab/2026-12-many-levels-study.md): remove it"
+        ),
     }
 
     @property
@@ -163,13 +164,9 @@ class LearnerConfig:
         )  # fmt: skip
 
     def model_spec(self) -> ModelSpec:
-        try:
-            heads = len(self.levels) if self.popart_per_level else 1
-        except LevelSetError:
-            heads = 1  # no set: problems() says what is wrong with it
         return ModelSpec(
             arch=self.arch, num_actions=self.num_actions, frame_size=self.frame_size,
-            core=self.core, core_size=self.core_size, value_heads=heads,
+            core=self.core, core_size=self.core_size,
         )  # fmt: skip
 
     def batch_size(self) -> BatchSize:
