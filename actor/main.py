@@ -75,8 +75,6 @@ class Actor:
         self.stopping = threading.Event()
         self.rng = np.random.default_rng([cfg.seed, cfg.actor_id])  # action sampling
         self.envs: list[FrameEnv] = []  # built for `env_spec` once no lane is stepping
-        # the newest weights' shares of frontier starts per level ({}: the spec's)
-        self.frontier_shares: dict[str, float] = {}
         self.env_spec: EnvSpec | None = None  # from the learner's Welcome
         self.model: ActorCritic | None = None  # likewise
         self.unroll_length = 0  # likewise
@@ -117,18 +115,10 @@ class Actor:
             on_failed=self.metrics.env_build_failures.inc, seed=(cfg.seed, cfg.actor_id),
             between=lambda: self.link.poll(0),  # heartbeats: the learner must not forget us
         )  # fmt: skip
-        self._plan_envs()  # the first weights come before the envs are built
 
     def _on_weights(self, weights: wire.Weights) -> None:
         load_weights(self.model, weights)
-        self.frontier_shares = weights.frontier_shares
-        self._plan_envs()
         self.metrics.policy_version.set(weights.policy_version)
-
-    def _plan_envs(self) -> None:
-        """The learner's newest shares of frontier starts into every env."""
-        for env in self.envs:
-            env.schedule.set_frontier_shares(self.frontier_shares)
 
     def _on_event(self, event: str) -> None:
         if event == "reconnect":

@@ -103,16 +103,6 @@ def check_spec(where: str, value: object) -> None:
             )
 
 
-def check_level_shares(where: str, value: object) -> None:
-    """A map of level names to floats in [0, 1] (each level's share of frontier starts)."""
-    check_spec(where, value)
-    for key, item in value.items():  # type: ignore[attr-defined]
-        if type(item) is not float or not 0 <= item <= 1:
-            raise ProtocolError(
-                f"{where}[{key!r:.60}] must be a float >= 0 and <= 1, got {item!r:.60}"
-            )
-
-
 def exact_keys(where: str, mapping: dict, expected: frozenset[str]) -> None:
     missing = sorted(expected - mapping.keys())
     extra = sorted(repr(k)[:60] for k in mapping.keys() - expected)

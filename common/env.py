@@ -203,14 +203,13 @@ class FrameEnv:
 
     def reset(self) -> np.ndarray:
         """Start an episode on the next level of the set, at its start or (a `frontier_starts`
-        share, or the level's own share from the learner) at a snapshot of this env's archive;
-        returns its first frame (a reused view: copy it to keep it)."""
+        share) at a snapshot of this env's archive; returns its first frame (a reused view: copy
+        it to keep it)."""
         self._draw_level()
         self._cell = None
         if self.archive is not None:
             self.archive.trail.clear()  # an episode cut short (a restart) leaves no trail
-            share = self.schedule.frontier_share(self.level, self.spec.frontier_starts)
-            if self._rng.random() < share:
+            if self._rng.random() < self.spec.frontier_starts:
                 self._cell = self.archive.pick(self.level, self._rng)
         info = self._start()
         self._held = 0

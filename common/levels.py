@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import json
 import re
-from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -156,45 +155,19 @@ def end_x(max_xs: list[int] | tuple[int, ...]) -> float | None:
     return float(np.median(xs[bins == values[np.argmax(counts)]]))
 
 
-def stall_rate(max_xs: Sequence[int], flags: Sequence[bool]) -> float | None:
-    """The share of these episodes (max x, flag) that ended without the flag in the END_X_BIN-wide
-    bin of x where most of the flagless ones ended (`end_x`'s bin): how often a level's episodes
-    stop at one place. 0 when every one took the flag; None without any."""
-    if len(max_xs) != len(flags):
-        raise ValueError(f"pass one flag per episode, got {len(max_xs)} and {len(flags)}")
-    if not max_xs:
-        return None
-    ends = np.asarray([x for x, flag in zip(max_xs, flags, strict=True) if not flag])
-    if not ends.size:
-        return 0.0
-    _, counts = np.unique(ends // END_X_BIN, return_counts=True)
-    return float(counts.max()) / len(max_xs)
-
-
 def unmeasured(levels: tuple[str, ...]) -> list[str]:
     """The stages of `levels` whose length is not known (their progress is None)."""
     return [lv for lv in levels if is_stage(lv) and lv not in level_lengths()]
 
 
 class LevelSchedule:
-    """Draws each episode's level from the set, every level alike, and holds the learner's share
-    of frontier starts for each."""
+    """Draws each episode's level from the set, every level alike."""
 
     def __init__(self, levels: tuple[str, ...], seed: int | tuple[int, ...]):
         if not levels:
             raise LevelSetError("a schedule needs at least one level")
         self.levels = levels
         self._rng = np.random.default_rng(seed)
-        self.frontier_shares: dict[str, float] = {}  # level -> its share of frontier starts
-
-    def set_frontier_shares(self, shares: Mapping[str, float]) -> None:
-        """Take the learner's per-level shares of frontier starts ({}: the env spec's one share
-        for every level); levels outside the set are ignored."""
-        self.frontier_shares = {lv: float(shares[lv]) for lv in self.levels if lv in shares}
-
-    def frontier_share(self, level: str, default: float) -> float:
-        """The share of `level`'s episodes to start at a frontier snapshot."""
-        return self.frontier_shares.get(level, default)
 
     def next_level(self) -> str:
         if len(self.levels) == 1:

@@ -164,8 +164,6 @@ class LearnerMetrics(_Metrics):
         _M("level_progress", Gauge, "mario_level_progress", "Mean progress of the level's newest training episodes (0-1).", ("level",), row="progress", tag="level/{level}/progress"),
         _M("level_flag_rate", Gauge, "mario_level_flag_rate", "Flag rate of the level's newest training episodes.", ("level",), row="flag_rate", tag="level/{level}/flag_rate"),
         _M("level_end_x", Gauge, "mario_level_end_x", "Where most of the level's newest training episodes that took no flag ended: the median max x of the 100-wide bin of x holding the most of them (a level's wall shows here).", ("level",), row="end_x", tag="level/{level}/end_x"),
-        _M("level_stall_rate", Gauge, "mario_level_stall_rate", "The share of the level's newest training episodes that ended without the flag in the 100-wide bin of x where most of those ended (mario_level_end_x): how often its episodes stop at one place.", ("level",), row="stall_rate", tag="level/{level}/stall_rate"),
-        _M("level_frontier_share", Gauge, "mario_level_frontier_share", "The share of the level's episodes the actors start at a frontier snapshot: --frontier-starts, times the level's stall rate under --frontier-starts-by stall.", ("level",), row="frontier_share", tag="level/{level}/frontier_share"),
         # a collapse: each level's best full window so far in the run (the checkpoint keeps it) and
         # the fall of its window now from it (0 until the window is full)
         _M("level_progress_best", Gauge, "mario_level_progress_best", "Best mean progress of a full window of the level's newest training episodes so far in the run (0-1).", ("level",), row="progress_best", tag="level/{level}/progress_best"),

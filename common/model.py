@@ -39,7 +39,6 @@ class ModelSpec:
     frame_size: int = 84
     core: Core = "none"  # recurrent core between trunk and heads
     core_size: int = 256  # its units
-    value_heads: int = 1  # value outputs: 1, or one per level of the set (per-level PopArt)
 
     @property
     def state_size(self) -> int:
@@ -49,13 +48,22 @@ class ModelSpec:
     @classmethod
     def from_dict(cls, d: dict) -> ModelSpec:
         """A spec as `to_wire` wrote it; FormerNetwork for a former release's network without the
-        previous action or input normalisation: one naming either as false, or older than both."""
+        previous action or input normalisation (one naming either as false, or older than both),
+        or with a value head per level (per-level PopArt's). A spec naming one value head is the
+        network this release builds."""
         d = dict(d)
         if "core" not in d:  # before the core, a spec lacking the two was built without them
             d = {"last_action": False, "input_norm": False, **d}
         lacks = [what for name, what in FORMER_SWITCHES.items() if d.pop(name, True) is not True]
         if lacks:
-            raise FormerNetwork(f"its network lacks {' and '.join(lacks)}")
+            raise FormerNetwork(
+                f"its network lacks {' and '.join(lacks)}, which this release always has"
+            )
+        if (heads := d.pop(FORMER_VALUE_HEADS, 1)) != 1:
+            raise FormerNetwork(
+                f"its network has a value head for each of its {heads} levels, per-level "
+                "PopArt's, which this release no longer builds"
+            )
         return cls(**d)
 
     def problems(self) -> list[str]:
@@ -72,8 +80,6 @@ class ModelSpec:
             out.append(f"core must be one of {list(CORES)}, got {self.core!r}")
         if self.core_size < 1:
             out.append(f"core_size must be >= 1, got {self.core_size}")
-        if self.value_heads < 1:
-            out.append(f"value_heads must be >= 1, got {self.value_heads}")
         return out
 
     def to_wire(self) -> dict[str, str | int | float | bool]:
@@ -85,6 +91,9 @@ FORMER_SWITCHES = {
     "last_action": "the previous action as an input",
     "input_norm": "input normalisation",
 }
+# A former release's per-level PopArt (--popart-per-level) gave its network one value head per
+# level of the set, saved as this key (1 otherwise: this release's network)
+FORMER_VALUE_HEADS = "value_heads"
 
 
 class FormerNetwork(ValueError):
@@ -201,7 +210,7 @@ class ActorCritic(nn.Module):
             self.core = cell(self.trunk.out_features, spec.core_size)
             width = spec.core_size
         self.policy = nn.Linear(width, spec.num_actions)
-        self.value = nn.Linear(width, spec.value_heads)  # [.., V]: one value per level, or one
+        self.value = nn.Linear(width, 1)
         # input normalisation's moments, in [0, 1] pixel units: mean 0, variance 1 until data
         size = (1, 1, spec.frame_size, spec.frame_size)
         self.register_buffer("input_mean", torch.zeros(size))
@@ -231,17 +240,15 @@ class ActorCritic(nn.Module):
         frames: torch.Tensor,
         last_action: torch.Tensor | None = None,
         state: torch.Tensor | None = None,
-        level: torch.Tensor | None = None,
     ) -> PolicyOutput:
         """One step: frames [B, S, H, W] uint8 (or float in [0, 1]); last_action [B] int64 in
         [0, A] (A or None: none); state [B, C] before this step (None: zeros, an episode's first
-        step); level [B] int64, the value head of each (None: the first). Resetting the state
-        where an episode starts is the caller's."""
+        step). Resetting the state where an episode starts is the caller's."""
         x = self.features(frames, last_action)  # [B, F]
         if state is None:
             state = self.initial_state(x.shape[0], x.device)
         h, state = self.core_step(x, state)  # [B, F'], [B, C]
-        return PolicyOutput(self.policy(h), value_at(self.value(h), level), state)
+        return PolicyOutput(self.policy(h), self.value(h).squeeze(-1), state)
 
     def initial_state(self, batch: int, device: torch.device | str | None = None) -> torch.Tensor:
         """The core's state at an episode's first step: zeros [B, C]."""
@@ -287,14 +294,6 @@ class ActorCritic(nn.Module):
                 (x.shape[0],), self.spec.num_actions, dtype=torch.long, device=x.device
             )
         return self.trunk(x, self.last_action(last_action))  # [B, F]
-
-
-def value_at(values: torch.Tensor, level: torch.Tensor | None) -> torch.Tensor:
-    """The value head's outputs [B, V] at each row's level [B] (the first output where level is
-    None, or V = 1: one value for the whole set) -> [B]."""
-    if level is None or values.shape[-1] == 1:
-        return values[:, 0]
-    return values.gather(1, level.long()[:, None]).squeeze(1)
 
 
 class DeviceUnavailable(RuntimeError):

@@ -28,7 +28,6 @@ from common._wire_checks import (
     check_bool,
     check_float,
     check_int,
-    check_level_shares,
     check_spec,
     check_str,
     check_tensors,
@@ -43,8 +42,10 @@ from common._wire_checks import (
 # weights the actors' level draw weights (level sampling), float32 only (float16, which nothing
 # sent, refused) and the run's env frames; the Welcome the learner's heartbeat interval; 10:
 # weights each level's share of frontier starts; 11: weights no level draw weights (removed with
-# level sampling: the actors draw a set's levels uniformly)
-PROTOCOL_VERSION = 11
+# level sampling: the actors draw a set's levels uniformly); 12: the Welcome's network without a
+# value-head count (per-level PopArt removed), weights no frontier shares (frontier starts by
+# stall rate removed: every level starts the spec's share)
+PROTOCOL_VERSION = 12
 
 # An actor that hears nothing for this many of the Welcome's heartbeat intervals, on a connection
 # that is up, starts a new session (actor/link.py)
@@ -158,15 +159,12 @@ class Weights:
     env_frames: int  # >= 0, the run's env frames when the learner reached this version
     tensors: dict[str, np.ndarray] = field(repr=False)  # name -> float32, any shape
     model_spec: dict[str, str | int | float | bool]  # flat
-    # level -> share of its episodes started at a frontier snapshot ({} = the env spec's share)
-    frontier_shares: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_int("weights.policy_version", self.policy_version)
         check_int("weights.env_frames", self.env_frames)
         check_tensors("weights.tensors", self.tensors)
         check_spec("weights.model_spec", self.model_spec)
-        check_level_shares("weights.frontier_shares", self.frontier_shares)
 
     def __eq__(self, other: object) -> bool:
         return _messages_equal(self, other)

@@ -132,12 +132,7 @@ def _spec_difference(saved: ModelSpec, asked: ModelSpec) -> str:
     out = []
     for name, have in saved.to_wire().items():
         want, flag = getattr(asked, name), name.replace("_", "-")
-        if name == "num_actions":
-            fix = "the checkpoint's --action-set"
-        elif name == "value_heads":
-            fix = "--popart-per-level" if have > 1 else "--no-popart-per-level"
-        else:
-            fix = f"--{flag} {have}"
+        fix = "the checkpoint's --action-set" if name == "num_actions" else f"--{flag} {have}"
         if have != want:
             out.append(f"{name} is {have!r} there, {want!r} here ({fix})")
     return "; ".join(out)
@@ -150,7 +145,7 @@ def _former_release(state: dict[str, Any]) -> str | None:
     except FormerNetwork as exc:
         return str(exc)
     if "popart" not in state:
-        return "its value head was trained without PopArt"
+        return "its value head was trained without PopArt, which this release always has"
     return None
 
 
@@ -163,7 +158,7 @@ def resume(
 ) -> Totals:  # fmt: skip
     """Load the run's newest checkpoint into `learner` (and the levels' bests into `levels`);
     the run's totals (zero without one). SystemExit, naming the flags to change, for one of
-    another network or of a former release (common/model.py's FORMER_SWITCHES, no PopArt); a
+    another network or of a former release (common/model.py's FormerNetwork, no PopArt); a
     warning where `config` changes a RECIPE setting (defaults changed: docs/WHY-DEFAULTS.md)."""
     path = latest_path(run)
     if path is None:
@@ -172,8 +167,8 @@ def resume(
     state = load(path, device)
     if why := _former_release(state):
         raise SystemExit(
-            f"learner: checkpoint {path} was written by an older release ({why}, which this "
-            "release always has) and cannot be resumed: start a new --run-dir"
+            f"learner: checkpoint {path} was written by an older release ({why}) and cannot be "
+            "resumed: start a new --run-dir"
         )
     saved, spec = ModelSpec.from_dict(state["model_spec"]), learner.model.spec
     if saved != spec:

@@ -27,7 +27,6 @@ from learner import batch_size
 from learner.batch_size import DEFAULT_WAIT_S, BatchSize
 
 Precision = Literal["fp32", "bf16"]
-FrontierBy = Literal["flat", "stall"]
 # A run of one level starts this share of its episodes near the frontier; a set none, as on World 1
 # they bought no progress (docs/WHY-DEFAULTS.md).
 ONE_LEVEL_FRONTIER_STARTS = 0.25
@@ -77,18 +76,10 @@ class LearnerConfig:
         "share of episodes started near the level's frontier (none = "
         f"{ONE_LEVEL_FRONTIER_STARTS} on one level, 0 on a set; 0 = off; Mario levels only)",
     )
-    frontier_starts_by: FrontierBy = _f(
-        "flat",
-        "flat: every level starts --frontier-starts of its episodes near its frontier; stall: a "
-        "level that share times how often its episodes stop at one x (sent with the weights)",
-    )
     # ---- the network, likewise sent in the Welcome
     arch: Arch = _f("small", "network, sent to the actors at registration")
     core: Core = _f("none", "recurrent core between trunk and heads: none | lstm | gru")
     core_size: PositiveInt = _f(256, "units of the recurrent core")
-    popart_per_level: bool = _f(
-        False, "a value head and PopArt normalisation per level of a set (multi-task PopArt)"
-    )
     precision: Precision = _f("fp32", "the network's training precision: fp32 | bf16 (autocast)")
     unroll_length: PositiveInt = _f(32, "agent steps per chunk (T), sent to the actors")
     batch_chunks: str = _f(
@@ -136,6 +127,15 @@ class LearnerConfig:
         "max_batch_chunks": _BATCH_SIZE,
         "self_imitation": _LOST_ON_WORLD_1.format(what="self-imitation"),
         "level_sampling": _LOST_ON_WORLD_1.format(what="level sampling by value error"),
+        "popart_per_level": (
+            "per-level PopArt led World 1's set early and then fell behind today's defaults "
+            "(docs/lab/2026-12-many-levels-study.md): remove it"
+        ),
+        "frontier_starts_by": (
+            "frontier starts by stall rate trailed today's defaults on World 1 "
+            "(docs/lab/2026-12-many-levels-study.md): remove it; --frontier-starts alone starts "
+            "that share of every level's episodes near its frontier"
+        ),
     }
 
     @property
@@ -163,13 +163,9 @@ class LearnerConfig:
         )  # fmt: skip
 
     def model_spec(self) -> ModelSpec:
-        try:
-            heads = len(self.levels) if self.popart_per_level else 1
-        except LevelSetError:
-            heads = 1  # no set: problems() says what is wrong with it
         return ModelSpec(
             arch=self.arch, num_actions=self.num_actions, frame_size=self.frame_size,
-            core=self.core, core_size=self.core_size, value_heads=heads,
+            core=self.core, core_size=self.core_size,
         )  # fmt: skip
 
     def batch_size(self) -> BatchSize:
@@ -210,11 +206,6 @@ class LearnerConfig:
             out.append(
                 f"epochs = {self.epochs} reuses each batch without a trust region: set --ppo-clip "
                 "(e.g. 0.1) or --epochs 1"
-            )
-        if self.frontier_starts_by == "stall" and not self.env_spec().frontier_starts:
-            out.append(
-                "frontier_starts_by stall scales each level's share of --frontier-starts, which is "
-                "0 here: set --frontier-starts (e.g. 0.5) or --frontier-starts-by flat"
             )
         if self.actor_timeout_s <= 2 * self.heartbeat_interval_s:
             out.append(

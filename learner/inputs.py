@@ -49,21 +49,6 @@ def final_previous_actions(batch: Batch) -> torch.Tensor:
     return batch.actions.gather(0, t[None]).squeeze(0)
 
 
-def stack_levels(batch: Batch, steps: int) -> torch.Tensor:
-    """The level index of each of the first `steps` stacks [S, N]: step t's level, and for stack
-    T (which only bootstraps) step T-1's: where an episode ended at T-1 the stack's value has a
-    discount of 0, so the level it shows does not matter."""
-    T = batch.unroll_length
-    steps_at = torch.arange(steps, device=batch.level.device).clamp(max=T - 1)  # [S]
-    return batch.level.index_select(0, steps_at)
-
-
-def final_levels(batch: Batch) -> torch.Tensor:
-    """The level index of each sequence's final stack: its truncated step's, [N]."""
-    t = batch.final_t.clamp(min=0)  # [N]
-    return batch.level.gather(0, t[None]).squeeze(0)
-
-
 def heads_input(model: ActorCritic, batch: Batch, x: torch.Tensor, steps: int) -> torch.Tensor:
     """The recurrent core over the trunk's outputs x [S*N (+ N), F]: the first S = `steps` stacks
     of each sequence, time-major (S is T+1, or T where nothing bootstraps), then, for S = T+1,

@@ -16,12 +16,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from common.levels import end_x, progress, stall_rate
+from common.levels import end_x, progress
 
 # Episodes per level behind its progress and flag rate
 WINDOW = 50
-# Episodes a level's window needs before its stall rate sets its share of frontier starts
-STALL_MIN_EPISODES = 10
 
 
 class LevelSummary(NamedTuple):
@@ -34,7 +32,6 @@ class LevelSummary(NamedTuple):
     progress_fall: float | None = None  # best_progress - progress; None: the window is not full
     flag_rate_fall: float | None = None  # best_flag_rate - flag_rate; None: not full
     end_x: float | None = None  # where most of the window's flagless episodes ended (levels.end_x)
-    stall_rate: float | None = None  # the window's share that stopped at one x (levels.stall_rate)
 
 
 class LevelStats:
@@ -43,7 +40,6 @@ class LevelStats:
         self._progress = {lv: deque[float](maxlen=window) for lv in levels}
         self._flags = {lv: deque[bool](maxlen=window) for lv in levels}
         self._ends = {lv: deque[int](maxlen=window) for lv in levels}  # flagless episodes' max x
-        self._last = {lv: deque[tuple[int, bool]](maxlen=window) for lv in levels}  # (max x, flag)
         self._episodes = dict.fromkeys(levels, 0)
         self._best: dict[str, dict[str, float]] = {lv: {} for lv in levels}  # {"progress": ...}
         self._lock = threading.Lock()
@@ -55,7 +51,6 @@ class LevelStats:
                 return
             self._episodes[level] += 1
             self._flags[level].append(flag)
-            self._last[level].append((max_x, flag))
             if not flag:
                 self._ends[level].append(max_x)
             p = progress(level, max_x, flag)
@@ -87,25 +82,11 @@ class LevelStats:
         prog, flags, best = self._progress[level], self._flags[level], self._best[level]
         mean_progress = float(np.mean(prog)) if prog else None
         flag_rate = float(np.mean(flags)) if flags else None
-        last = self._last[level]
         return LevelSummary(
             self._episodes[level], mean_progress, flag_rate, len(flags), best.get("progress"),
             best.get("flag_rate"), _fall(best.get("progress"), mean_progress, prog),
             _fall(best.get("flag_rate"), flag_rate, flags), end_x(tuple(self._ends[level])),
-            stall_rate([x for x, _ in last], [f for _, f in last]),
         )  # fmt: skip
-
-
-def frontier_shares(summary: dict[str, LevelSummary], share: float) -> dict[str, float]:
-    """Each level's share of frontier starts under `--frontier-starts-by stall`: `share` times
-    its stall rate, so a level whose episodes stop at one place practises there and one that
-    takes its flag (or dies all over) little; 0 until its window holds STALL_MIN_EPISODES."""
-    return {
-        level: share * s.stall_rate
-        if s.stall_rate is not None and s.window >= STALL_MIN_EPISODES
-        else 0.0
-        for level, s in summary.items()
-    }
 
 
 def _full(window: deque) -> bool:

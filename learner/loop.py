@@ -24,7 +24,7 @@ from learner.batching import collate
 from learner.checkpoint import Totals
 from learner.config import LearnerConfig
 from learner.ingest import HostChunk, Ingest, IngestSettings
-from learner.levels import LevelStats, frontier_shares
+from learner.levels import LevelStats
 from learner.mixing import MAX_SAMPLE_INSERT_RATIO, ReplayMixer
 from learner.publisher import Publisher
 from learner.telemetry import Telemetry
@@ -121,7 +121,6 @@ class TrainLoop:
     def _build_io(self) -> None:
         """The sockets (bound here), the weight publisher and the telemetry."""
         cfg, model_spec, env_spec = self.cfg, self.model.spec.to_wire(), self.cfg.env_spec()
-        self.frontier_starts = env_spec.frontier_starts  # what --frontier-starts-by scales
         settings = IngestSettings(
             run_id=cfg.run_id, env_spec=env_spec, model_spec=model_spec,
             unroll_length=cfg.unroll_length, credits_per_actor=cfg.credits_per_actor,
@@ -146,8 +145,6 @@ class TrainLoop:
             cfg.status_interval_s, self.levels,
             ScalarLog(self.run_dir.tensorboard) if cfg.tensorboard else None,
         )  # fmt: skip
-        self.telemetry.frontier_shares = self._frontier_shares
-        self.telemetry.frontier_starts = self.frontier_starts
 
     def save_checkpoint(self) -> Path:
         config = config_io.to_dict(self.cfg)
@@ -175,9 +172,7 @@ class TrainLoop:
         cfg = self.cfg
         self.telemetry.started(self.totals)  # before any registration is answered
         self.ingest.start()
-        self.publisher.offer(
-            self.learner.updates, self.model, self.totals.env_frames, self._frontier_shares()
-        )
+        self.publisher.offer(self.learner.updates, self.model, self.totals.env_frames)
         last_publish = last_checkpoint = time.monotonic()
         log.info("listening on %s:%d (weights on %d), device %s",
                  cfg.host, cfg.port, cfg.port + 1, self.device)  # fmt: skip
@@ -221,21 +216,12 @@ class TrainLoop:
                 )  # fmt: skip
             now = time.monotonic()
             if now - last_publish >= PUBLISH_INTERVAL_S:
-                self.publisher.offer(
-                    self.learner.updates, self.model, self.totals.env_frames,
-                    self._frontier_shares(),
-                )  # fmt: skip
+                self.publisher.offer(self.learner.updates, self.model, self.totals.env_frames)
                 last_publish = now
             if now - last_checkpoint >= cfg.checkpoint_interval_s:
                 self.save_checkpoint()
                 last_checkpoint = now
         return 0
-
-    def _frontier_shares(self) -> dict[str, float]:
-        """Each level's share of frontier starts ({}: the env spec's, for all alike)."""
-        if self.cfg.frontier_starts_by != "stall":
-            return {}
-        return frontier_shares(self.levels.summary(), self.frontier_starts)
 
     def trained(self) -> bool:
         """Whether the run has reached its planned length (--train-frames; never when 0)."""

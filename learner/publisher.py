@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -29,24 +29,17 @@ class Publisher:
         self.send = send  # Ingest.publish: the frames of one message
         self.spent = spent
         self.model_spec = model_spec
-        self._slot: tuple[int, int, dict[str, torch.Tensor], dict[str, float]] | None = None
+        self._slot: tuple[int, int, dict[str, torch.Tensor]] | None = None
         self._cond = threading.Condition()
         self._stop = False
         self.thread = threading.Thread(target=self._run, name="publisher", daemon=True)
         self.thread.start()
 
-    def offer(
-        self,
-        version: int,
-        model: torch.nn.Module,
-        env_frames: int,
-        frontier_shares: Mapping[str, float] | None = None,
-    ) -> None:
-        """Publish `model` as policy `version`, which the run reached at `env_frames`, with each
-        level's share of frontier starts (none: the env spec's, for every level alike)."""
+    def offer(self, version: int, model: torch.nn.Module, env_frames: int) -> None:
+        """Publish `model` as policy `version`, which the run reached at `env_frames`."""
         snapshot = {k: v.detach().clone() for k, v in model.state_dict().items()}  # on-device copy
         with self._cond:
-            self._slot = (version, env_frames, snapshot, dict(frontier_shares or {}))
+            self._slot = (version, env_frames, snapshot)
             self._cond.notify()
 
     def _run(self) -> None:
@@ -56,7 +49,7 @@ class Publisher:
                     self._cond.wait()
                 if self._stop:
                     return
-                version, env_frames, snapshot, frontier_shares = self._slot
+                version, env_frames, snapshot = self._slot
                 self._slot = None
             t0 = time.thread_time()
             tensors = {
@@ -64,7 +57,7 @@ class Publisher:
             }
             msg = wire.Weights(
                 policy_version=version, env_frames=env_frames, tensors=tensors,
-                model_spec=self.model_spec, frontier_shares=frontier_shares,
+                model_spec=self.model_spec,
             )  # fmt: skip
             frames = wire.encode(msg)
             self.spent(time.thread_time() - t0)

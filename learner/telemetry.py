@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -51,9 +51,6 @@ class Telemetry:
         self.status_interval_s = status_interval_s  # 0: no status line
         self.levels = levels
         self.tensorboard = tensorboard  # --tensorboard: each metrics.jsonl row as scalars too
-        # each level's share of frontier starts; {}: every level `frontier_starts`
-        self.frontier_shares: Callable[[], dict[str, float]] = dict
-        self.frontier_starts = 0.0
         self.rate = RateWindow(30.0)  # fresh agent steps
         self.replay_rate = RateWindow(30.0)  # replayed agent steps
         self._skipped_reported = 0
@@ -189,9 +186,9 @@ class Telemetry:
             return {}
         summary = self.levels.summary()
         steps, adv_std = stats.level_steps.tolist(), stats.level_advantage_std.tolist()
-        entropy, shares = stats.level_entropy.tolist(), self.frontier_shares()
+        entropy = stats.level_entropy.tolist()
         names = [f"level_{k}" for k in ("progress", "flag_rate", "advantage_std", "entropy")]
-        names += ["level_end_x", "level_stall_rate", "level_frontier_share"]
+        names += ["level_end_x"]
         names += [f"level_{k}_{w}" for k in ("progress", "flag_rate") for w in ("best", "fall")]
         out: dict[str, dict[str, float | None]] = {name: {} for name in names}
         for i, (level, s) in enumerate(summary.items()):  # i: the learner's set order
@@ -204,8 +201,6 @@ class Telemetry:
             out["level_advantage_std"][level] = adv_std[i] if steps[i] >= 2 else None
             out["level_entropy"][level] = entropy[i] if steps[i] >= 1 else None
             out["level_end_x"][level] = s.end_x
-            out["level_stall_rate"][level] = s.stall_rate
-            out["level_frontier_share"][level] = shares.get(level, self.frontier_starts)
         return out | {
             "levels_progress": _mean_of(out["level_progress"].values()),
             "levels_flag_rate": _mean_of(out["level_flag_rate"].values()),

@@ -27,19 +27,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from common.model import ActorCritic, value_at
+from common.model import ActorCritic
 from common.stacking import STACK, stack_frames
 from learner import vtrace
 from learner.batching import Batch, select
 from learner.config import LearnerConfig
-from learner.inputs import (
-    final_levels,
-    final_previous_actions,
-    final_stacks,
-    heads_input,
-    previous_actions,
-    stack_levels,
-)
+from learner.inputs import final_previous_actions, final_stacks, heads_input, previous_actions
 from learner.losses import clipped_surrogate, normalize_advantages
 from learner.popart import PopArt
 from learner.tally import Losses, Tally, UpdateStats
@@ -97,18 +90,15 @@ def network_outputs(
     stacks = stack_frames(batch.frames, batch.first)[:S]  # [S, N, 4, H, W]
     prev = previous_actions(batch, model.spec.num_actions)[:S]  # [S, N]
     obs, last = stacks.flatten(0, 1), prev.flatten()  # [S*N, 4, H, W], [S*N]
-    level = stack_levels(batch, S).flatten()  # [S*N] each stack's level: its value head
     if bootstrap:  # then the final stacks: [S*N + N, ...]
         obs = torch.cat([obs, final_stacks(batch)], dim=0)
         last = torch.cat([last, final_previous_actions(batch)])
-        level = torch.cat([level, final_levels(batch)])
     bf16 = hyper.precision == "bf16"
     with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=bf16):
         h = heads_input(model, batch, model.features(obs, last), S)  # [S*N (+ N), F']
         logits = model.policy(h[: S * N]).view(S, N, -1).float()  # [S, N, A]
         with torch.no_grad():  # the head predicts sigma-normalised values; V(x) in reward units
-            normalized = value_at(model.value(h).float(), level)  # [S*N (+ N)]
-            raw = popart.denormalize(normalized, level)
+            raw = popart.denormalize(model.value(h).squeeze(-1).float())  # [S*N (+ N)]
     h = h.float()
     values = raw[: S * N].view(S, N)  # [S, N]
     final_values = raw[S * N :] if bootstrap else None  # [N]
@@ -220,10 +210,9 @@ def loss_and_stats(
         pg_loss = -(log_pi * adv * w).mean()
 
     # ---- value: regress the head on PopArt-normalised targets v_s -----------------------------
-    level = batch.level  # [T, N] each step's level: its value head and normalisation
-    popart.update(targets.vs, level)  # new statistics; the head rescaled: V(x) is unchanged
-    predicted = value_at(model.value(out.features), level.flatten()).view(T, N)  # normalised
-    baseline_loss = 0.5 * ((popart.normalize(targets.vs, level) - predicted) ** 2 * w).mean()
+    popart.update(targets.vs)  # new statistics; the head rescaled so that V(x) is unchanged
+    predicted = model.value(out.features).squeeze(-1).view(T, N)  # [T, N] normalised
+    baseline_loss = 0.5 * ((popart.normalize(targets.vs) - predicted) ** 2 * w).mean()
 
     # ---- entropy bonus --------------------------------------------------------------------------
     log_probs = F.log_softmax(out.logits, dim=-1)  # [T, N, A]

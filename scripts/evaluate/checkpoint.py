@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from common.env_spec import ACTION_SETS, EnvSpec
-from common.model import ActorCritic, ModelSpec
+from common.model import ActorCritic, FormerNetwork, ModelSpec
 from common.rundir import RunDir
 
 
@@ -120,6 +120,11 @@ def load_checkpoint(path: Path) -> Checkpoint:
     try:
         model = ActorCritic(ModelSpec.from_dict(state["model_spec"]))
         model.load_state_dict(state["model"])
+    except FormerNetwork as exc:
+        raise EvalError(
+            f"{path} was written by an older release ({exc}) and this release cannot play it: "
+            "evaluate it with the release that trained it"
+        ) from exc
     except (TypeError, ValueError, RuntimeError) as exc:
         raise EvalError(f"{path}: its model_spec and weights do not make a network: {exc}") from exc
     config = state.get("config") if isinstance(state.get("config"), dict) else {}

@@ -101,27 +101,6 @@ def test_a_real_env_starts_the_share_asked_from_snapshots_before_its_own_failure
     assert env.archive is None  # the snapshots go with their emulators
 
 
-def test_the_learners_share_for_a_level_replaces_the_specs():
-    env = FrameEnv(EnvSpec(frontier_starts=0.5, no_progress_steps=30), seed=3)
-    env.reset()
-    while not env.archive.levels.get("1-1"):  # a failure to start from
-        _play_right(env, 1)
-
-    def starts(shares: dict[str, float]) -> list[bool]:
-        env.schedule.set_frontier_shares(shares)
-        out = []
-        for _ in range(100):
-            env.reset()
-            out.append(env._cell is not None)
-        return out
-
-    assert not any(starts({"1-1": 0.0}))
-    assert all(starts({"1-1": 1.0, "8-4": 1.0}))  # 8-4: not this set's, ignored
-    assert env.schedule.frontier_shares == {"1-1": 1.0}
-    assert 0.3 < np.mean(starts({})) < 0.7  # none from the learner: the spec's 0.5
-    env.close()
-
-
 def test_without_frontier_starts_every_episode_starts_at_the_level_start():
     env = FrameEnv(EnvSpec(no_progress_steps=30), seed=3)
     assert env.archive is None

@@ -16,7 +16,6 @@ from common.levels import (
     level_lengths,
     parse_levels,
     progress,
-    stall_rate,
     unmeasured,
     unregistered,
 )
@@ -158,20 +157,6 @@ def test_a_bad_set_is_refused_by_the_env_spec_with_every_problem():
     assert len(problems) == 1 and "'world:0'" in problems[0] and "'9-9'" in problems[0]
     assert EnvSpec(level="world:1").is_mario and EnvSpec(level="all").levels[-1] == "8-4"
     assert not EnvSpec(level="tests.fakes:Corridor-v0").is_mario
-
-
-def test_stall_rate_is_the_share_of_episodes_stopped_flagless_in_the_fullest_bin():
-    assert stall_rate([], []) is None
-    assert stall_rate([3000, 3000], [True, True]) == 0.0
-    assert stall_rate([975, 981, 990, 400, 3000], [False, False, False, False, True]) == 3 / 5
-    with pytest.raises(ValueError, match="one flag per episode"):
-        stall_rate([1, 2], [False])
-    # the slow reference: the flagless episodes' most common bin, counted over all episodes
-    rng = np.random.default_rng(1)
-    xs = [int(x) for x in rng.integers(40, 3000, 300)]
-    flags = [bool(f) for f in rng.random(300) < 0.3]
-    bins = collections.Counter(x // END_X_BIN for x, f in zip(xs, flags, strict=True) if not f)
-    assert stall_rate(xs, flags) == max(bins.values()) / 300
 
 
 def test_end_x_is_the_median_of_the_bin_where_most_episodes_end():

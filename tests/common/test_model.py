@@ -96,6 +96,10 @@ def test_saved_specs_load_and_those_of_a_former_network_are_refused():
         ModelSpec.from_dict(before_both)
     with_both = {**before_both, "last_action": True, "input_norm": True}  # before the core
     assert ModelSpec.from_dict(with_both) == ModelSpec()
+    one_head = {**ModelSpec(core="gru").to_wire(), "value_heads": 1}  # per-level PopArt's release
+    assert ModelSpec.from_dict(one_head) == ModelSpec(core="gru")
+    with pytest.raises(FormerNetwork, match="a value head for each of its 4 levels, per-level"):
+        ModelSpec.from_dict({**one_head, "value_heads": 4})
 
 
 # ---- input normalisation ---------------------------------------------------------------------

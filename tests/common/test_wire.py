@@ -154,19 +154,6 @@ def test_weights_carry_the_runs_env_frames():
     rejects([msgpack.packb(header)], "missing ['env_frames']")
 
 
-def test_weights_carry_each_levels_share_of_frontier_starts():
-    w = Weights(policy_version=3, env_frames=0, tensors={}, model_spec={},
-                frontier_shares={"1-2": 0.5, "1-4": 0.0})  # fmt: skip
-    assert decode(encode(w)).frontier_shares == {"1-2": 0.5, "1-4": 0.0}
-    header = header_of(encode(w))
-    for bad in (1.5, -0.1, math.inf, math.nan):
-        header["f"]["frontier_shares"] = {"1-2": bad}
-        rejects([msgpack.packb(header)], "weights.frontier_shares['1-2'] must be")
-    with pytest.raises(ProtocolError, match=r"must be a float >= 0 and <= 1, got 1.5"):
-        Weights(policy_version=0, env_frames=0, tensors={}, model_spec={},
-                frontier_shares={"1-2": 1.5})  # fmt: skip
-
-
 def test_weights_naming_the_removed_level_weights_are_refused():
     """Level sampling was removed (protocol 11): a learner of a release that sent the actors its
     draw weights with the weights is refused by its version, and such a field by its name."""
@@ -175,6 +162,17 @@ def test_weights_naming_the_removed_level_weights_are_refused():
     rejects([msgpack.packb(header)], "weights fields", "unexpected ['level_weights']")
     header["v"] = 10
     rejects([msgpack.packb(header)], "peer speaks v10", f"this side speaks v{PROTOCOL_VERSION}")
+
+
+def test_weights_naming_the_removed_frontier_shares_are_refused():
+    """Frontier starts by stall rate was removed (protocol 12): a learner of a release that sent
+    each level's share of frontier starts with the weights is refused by its version, and such a
+    field by its name."""
+    header = header_of(encode(Weights(policy_version=3, env_frames=0, tensors={}, model_spec={})))
+    header["f"]["frontier_shares"] = {"1-2": 0.5}
+    rejects([msgpack.packb(header)], "weights fields", "unexpected ['frontier_shares']")
+    header["v"] = 11
+    rejects([msgpack.packb(header)], "peer speaks v11", f"this side speaks v{PROTOCOL_VERSION}")
 
 
 def test_nan_and_negative_scalars():

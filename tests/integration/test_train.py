@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from common.model import ModelSpec
 from common.rundir import RunDir
 from learner import checkpoint
+from learner.config import LearnerConfig
 from tests import procs
 
 pytestmark = [pytest.mark.slow, pytest.mark.rehearsal, pytest.mark.integration]
@@ -183,22 +185,21 @@ def test_a_planned_run_stops_at_its_frames_and_a_finished_run_refuses_to_start(t
     assert last["env_frames"] > final["env_frames"]
 
 
-def test_every_level_trains_with_per_level_popart(tmp_path):
-    """make train LEVELS=all, smoke-sized, with per-level PopArt, the setting that won the study on
-    World 1: the run finishes at its frames, with a value head per level in its checkpoint and a
-    row of figures for every level in its metrics."""
+def test_every_level_trains_with_todays_defaults(tmp_path):
+    """make train LEVELS=all, smoke-sized, with no switch: today's defaults are the settings for
+    a set. The run finishes at its frames, with the one network of every run in its checkpoint
+    and a row of figures for every level in its metrics."""
     from common.levels import ALL_STAGES
 
     batch_frames = 2 * 16 * 4 * 2
     frames = 24 * batch_frames
     s = settings(tmp_path) | {"FRAMES": frames, "LEVELS": "all"}
-    s["LEARNER_ARGS"] += " --popart-per-level"
     run, log = RunDir(s["RUN"]), tmp_path / "train.log"
     p = start_make("train", log, **s)
     assert exit_status(p, 900) == 0, log.read_text(errors="replace")[-3000:]
     assert "the learner has finished the run" in log.read_text(errors="replace")
     final = checkpoint.load(checkpoint.latest_path(run))
     assert final["env_frames"] >= frames
-    assert final["model_spec"]["value_heads"] == len(ALL_STAGES) == 32
+    assert ModelSpec.from_dict(final["model_spec"]) == LearnerConfig(level="all").model_spec()
     rows = [json.loads(line) for line in run.metrics.read_text().splitlines()]
     assert set(rows[-1]["levels"]) == set(ALL_STAGES)

@@ -146,6 +146,41 @@ def test_resume_takes_a_checkpoint_whose_spec_names_the_switches_as_on(tmp_path)
     assert learner.updates == 5
 
 
+def test_resume_takes_a_checkpoint_whose_spec_names_one_value_head(tmp_path):
+    """Releases with per-level PopArt wrote value_heads into every spec: 1 (every run without
+    --popart-per-level) is the network this release builds, and its run resumes."""
+    run = RunDir(tmp_path)
+    trained = learner_of(LearnerConfig(level="world:1"), 5)
+    trained.popart.update(torch.randn(4, 3) * 50)
+    former_release(run, trained, {"value_heads": 1})
+    learner = learner_of(LearnerConfig(level="world:1"))
+    checkpoint.resume(run, learner, CPU)
+    assert learner.updates == 5
+    torch.testing.assert_close(learner.model.state_dict(), trained.model.state_dict())
+    assert learner.popart.state_dict() == trained.popart.state_dict()
+
+
+def test_resume_refuses_a_checkpoint_of_per_level_popart(tmp_path):
+    """A run of --popart-per-level on World 1 saved a value head and PopArt statistics per level;
+    this release trains one of each, so its run cannot go on."""
+    run, learner = RunDir(tmp_path), learner_of(LearnerConfig(level="world:1"), 5)
+    state = checkpoint.learner_state(learner, Totals(), {"level": "world:1"})
+    state["model_spec"] = {**state["model_spec"], "value_heads": 4}
+    width = learner.model.value.in_features
+    state["model"] |= {"value.weight": torch.zeros(4, width), "value.bias": torch.zeros(4)}
+    state["popart"] = {"mean": [0.0] * 4, "mean_sq": [1.0] * 4}
+    checkpoint.save(run, state, 5)
+    fresh = learner_of(LearnerConfig(level="world:1"))
+    with pytest.raises(SystemExit) as exc:
+        checkpoint.resume(run, fresh, CPU)
+    assert str(exc.value) == (
+        f"learner: checkpoint {run.checkpoints / 'ckpt-0000000005.pt'} was written by an older "
+        "release (its network has a value head for each of its 4 levels, per-level PopArt's, "
+        "which this release no longer builds) and cannot be resumed: start a new --run-dir"
+    )
+    assert fresh.updates == 0
+
+
 # unperturbed at a flat rate: the defaults until the recipe of docs/WHY-DEFAULTS.md
 FORMER_DEFAULTS = "--sticky-actions 0 --noop-max 0 --lr-anneal-frames 0 --lr-final-fraction 0"
 

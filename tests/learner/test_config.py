@@ -14,18 +14,6 @@ def test_settings_that_cannot_train_are_refused_with_the_flags_to_change():
     assert any("set --ppo-clip (e.g. 0.1) or --epochs 1" in p for p in problems)
 
 
-def test_frontier_starts_by_stall_needs_a_share_to_scale():
-    stall = "set --frontier-starts (e.g. 0.5) or --frontier-starts-by flat"
-    assert any(
-        stall in p for p in LearnerConfig(level="world:1", frontier_starts_by="stall").problems()
-    )
-    assert (
-        LearnerConfig(level="world:1", frontier_starts=0.5, frontier_starts_by="stall").problems()
-        == []
-    )
-    assert LearnerConfig(frontier_starts_by="stall").problems() == []  # one level: 0.25
-
-
 def test_the_env_spec_is_the_learners_settings_with_the_env_specs_defaults_but_the_recipes():
     from common.env_spec import EnvSpec
 
@@ -82,19 +70,10 @@ def test_a_level_that_is_neither_a_stage_nor_a_registered_gym_id_is_refused():
     assert LearnerConfig(level="tests.fakes:Corridor-v0").problems() == []
 
 
-def test_per_level_popart_on_one_level_is_the_shared_one():
-    """One value head either way: on one level --popart-per-level trains the same network."""
-    for level in ("1-1", "SuperMarioBros-1-1-v0"):
-        per_level = LearnerConfig(level=level, popart_per_level=True).model_spec()
-        assert per_level == LearnerConfig(level=level).model_spec()
-        assert per_level.value_heads == 1
-    assert LearnerConfig(level="world:1", popart_per_level=True).model_spec().value_heads == 4
-
-
 def test_the_switches_that_lost_to_per_level_popart_are_refused_naming_the_study(capsys):
     from common import config as config_io
 
-    argv = ["--self-imitation", "0.5", "--level-sampling", "value-error", "--popart-per-level"]
+    argv = ["--self-imitation", "0.5", "--level-sampling", "value-error"]
     with pytest.raises(SystemExit):
         config_io.load(LearnerConfig, argv, prog="learner", description="")
     assert capsys.readouterr().err.splitlines()[1:] == [
@@ -103,3 +82,44 @@ def test_the_switches_that_lost_to_per_level_popart_are_refused_naming_the_study
         "  - --level-sampling: level sampling by value error lost to per-level PopArt on World 1 "
         "and was removed (docs/lab/2026-12-many-levels-study.md): remove it",
     ]
+
+
+def test_per_level_popart_is_refused_naming_the_study(capsys):
+    """Asked for by either flag or by a key, it is refused with what World 1 showed; the network
+    it trained is refused at resume (tests/learner/test_checkpoint.py)."""
+    from common import config as config_io
+    from common.config import ConfigError
+
+    why = (
+        "per-level PopArt led World 1's set early and then fell behind today's defaults "
+        "(docs/lab/2026-12-many-levels-study.md): remove it"
+    )
+    for flag in ("--popart-per-level", "--no-popart-per-level"):
+        with pytest.raises(SystemExit):
+            config_io.load(LearnerConfig, [flag], prog="learner", description="")
+        assert capsys.readouterr().err.splitlines()[1:] == [f"  - --popart-per-level: {why}"]
+    with pytest.raises(ConfigError) as exc:
+        config_io.from_dict(LearnerConfig, {"popart_per_level": True})
+    assert [p for p in exc.value.problems if why in p] == exc.value.problems != []
+
+
+def test_frontier_starts_by_stall_rate_is_refused_naming_the_study(capsys):
+    """Asked for by flag or by key, it is refused with what World 1 showed; --frontier-starts
+    itself stays."""
+    from common import config as config_io
+    from common.config import ConfigError
+
+    why = (
+        "frontier starts by stall rate trailed today's defaults on World 1 "
+        "(docs/lab/2026-12-many-levels-study.md): remove it; --frontier-starts alone starts that "
+        "share of every level's episodes near its frontier"
+    )
+    argv = ["--level", "world:1", "--frontier-starts", "0.5", "--frontier-starts-by", "stall"]
+    with pytest.raises(SystemExit):
+        config_io.load(LearnerConfig, argv, prog="learner", description="")
+    assert capsys.readouterr().err.splitlines()[1:] == [f"  - --frontier-starts-by: {why}"]
+    with pytest.raises(ConfigError) as exc:
+        config_io.from_dict(LearnerConfig, {"frontier_starts_by": "flat"})
+    assert [p for p in exc.value.problems if why in p] == exc.value.problems != []
+    cfg = config_io.load(LearnerConfig, argv[:4], prog="learner", description="")
+    assert cfg.env_spec().frontier_starts == 0.5

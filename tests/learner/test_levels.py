@@ -1,11 +1,11 @@
-"""The learner's per-level statistics of training episodes; the wire's level weights."""
+"""The learner's per-level statistics of training episodes."""
 
 from __future__ import annotations
 
 import pytest
 
 from common.levels import level_lengths
-from learner.levels import STALL_MIN_EPISODES, LevelStats, frontier_shares
+from learner.levels import LevelStats
 
 
 def test_each_level_summarises_its_episodes_progress_and_flags():
@@ -40,29 +40,6 @@ def test_a_levels_end_x_is_where_most_of_its_flagless_episodes_end():
     for x in (400, 410, 420):  # the window of flagless episodes keeps the newest 4
         stats.add("1-2", x, False)
     assert stats.summary()["1-2"].end_x == 405  # 400, 400, 410, 420
-
-
-def test_a_levels_stall_rate_is_the_share_of_its_window_stopped_at_one_place():
-    stats = LevelStats(("1-2",), window=5)
-    assert stats.summary()["1-2"].stall_rate is None
-    for x, flag in ((3000, True), (975, False), (990, False), (400, False), (1200, False)):
-        stats.add("1-2", x, flag)
-    assert stats.summary()["1-2"].stall_rate == 2 / 5  # 975 and 990 share the bin 900-999
-    stats.add("1-2", 3000, True)  # the window's oldest (a flag) leaves, a flag comes
-    assert stats.summary()["1-2"].stall_rate == 2 / 5
-
-
-def test_frontier_shares_scale_the_share_by_each_levels_stall_rate_once_it_has_episodes():
-    stats = LevelStats(("1-1", "1-2", "1-4"), window=20)
-    for _ in range(STALL_MIN_EPISODES):
-        stats.add("1-2", 980, False)  # every one at the dead end
-        stats.add("1-4", 2300, True)  # every one at the axe
-    for _ in range(STALL_MIN_EPISODES - 1):
-        stats.add("1-1", 1000, False)  # too few yet
-    shares = frontier_shares(stats.summary(), 0.5)
-    assert shares == {"1-1": 0.0, "1-2": 0.5, "1-4": 0.0}
-    stats.add("1-1", 2000, False)  # 9 of 10 in one bin
-    assert frontier_shares(stats.summary(), 0.5)["1-1"] == pytest.approx(0.45)
 
 
 def play(stats: LevelStats, flags: str, level: str = "1-1") -> None:

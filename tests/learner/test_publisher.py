@@ -50,22 +50,3 @@ def test_the_newest_snapshot_is_sent_and_the_older_waiting_ones_dropped():
     assert sent[1].model_spec == model.spec.to_wire()
     assert not publisher.thread.is_alive()
     assert len(costs) == 2 and all(c > 0 for c in costs)  # each message's preparation, timed
-
-
-def test_the_shares_of_frontier_starts_travel_with_the_version_they_were_offered_with():
-    sent: list[wire.Weights] = []
-    got = threading.Event()
-
-    def send(frames) -> None:
-        sent.append(wire.decode(frames))
-        got.set()
-
-    model = ActorCritic(ModelSpec())
-    publisher = Publisher(send, model.spec.to_wire())
-    try:
-        publisher.offer(7, model, 7_168, {"1-1": 0.0, "1-2": 0.3})
-        assert got.wait(30)
-    finally:
-        publisher.stop()
-    assert sent[0].policy_version == 7 and sent[0].env_frames == 7_168
-    assert sent[0].frontier_shares == {"1-1": 0.0, "1-2": 0.3}

@@ -1,17 +1,14 @@
-"""The update per level: each level's advantage spread and policy entropy against references
-written out, and a value head and normalisation per level."""
+"""The update's per-level reports: each level's advantage spread and policy entropy, against
+references written out."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from common.model import ActorCritic, ModelSpec
-from common.stacking import stack_frames
-from learner.inputs import previous_actions
 from learner.popart import PopArt
-from learner.update import Learner, batch_targets, network_outputs
-from tests.learner.test_update import A, fwd_of, hyper, make_batch, new_model, on_policy
+from learner.update import Learner, batch_targets
+from tests.learner.test_update import fwd_of, hyper, make_batch, new_model, on_policy
 
 model = pytest.fixture(name="model")(new_model)
 
@@ -46,42 +43,3 @@ def test_an_update_reports_the_policys_entropy_on_each_level(model):
     for level, h in want.items():
         assert float(stats.level_entropy[level]) == pytest.approx(h, rel=1e-5)
     assert float(stats.level_entropy[1]) == 0.0  # no steps: no figure (the telemetry skips it)
-
-
-def per_level_model(levels: int):
-    torch.manual_seed(0)
-    return ActorCritic(ModelSpec(num_actions=A, value_heads=levels))
-
-
-def test_each_step_is_valued_by_its_levels_head_in_its_levels_units():
-    net = per_level_model(3)
-    levels = torch.tensor([0, 1, 2, 1])[None, :].repeat(5, 1)  # [T, N]
-    levels[3:, 0] = 2  # an episode of another level starts inside sequence 0
-    batch = on_policy(net, make_batch(5, 4, seed=3, level=levels))
-    popart = PopArt(net.value)
-    with torch.no_grad():  # each level its own mu and sigma
-        popart.stats = popart.stats._replace(
-            mean=torch.tensor([1.0, -2.0, 30.0]), mean_sq=torch.tensor([5.0, 8.0, 1000.0])
-        )
-        out = network_outputs(net, batch, hyper(), popart)
-        stacks = stack_frames(batch.frames, batch.first)  # [T+4-3, N, 4, H, W]
-        prev = previous_actions(batch, A)  # [T+1, N]
-        heads = net.value(net.features(stacks[:6].flatten(0, 1), prev.flatten())).view(6, 4, 3)
-    sigma = popart.stats.sigma(popart.min_sigma)
-    for t in range(6):  # stack T bootstraps with step T-1's level
-        for n in range(4):
-            lv = int(levels[min(t, 4), n])
-            want = float(heads[t, n, lv] * sigma[lv] + popart.stats.mean[lv])
-            assert float(out.values[t, n]) == pytest.approx(want, rel=1e-5, abs=1e-5)
-
-
-def test_an_update_moves_only_the_normalisations_of_the_levels_it_holds():
-    net = per_level_model(3)
-    levels = torch.tensor([0, 2, 2, 0])[None, :].repeat(4, 1)  # level 1 is not in the batch
-    batch = on_policy(net, make_batch(4, 4, seed=5, level=levels))
-    learner = Learner(net, torch.optim.Adam(net.parameters(), lr=1e-4), hyper())
-    learner.step(batch)
-    stats = learner.popart.stats
-    assert float(stats.mean[1]) == 0.0 and float(stats.mean_sq[1]) == 1.0
-    assert float(stats.mean[0]) != 0.0 and float(stats.mean[2]) != 0.0
-    assert float(stats.mean[0]) != pytest.approx(float(stats.mean[2]))

@@ -23,7 +23,7 @@ from learner import checkpoint
 from scripts.checkout import ROOT
 from scripts.evaluate import main as evaluate
 from scripts.evaluate import matrix as em
-from scripts.evaluate.checkpoint import check_compatible
+from scripts.evaluate.checkpoint import check_compatible, load_checkpoint
 from tests.fakes import scripted_policy
 
 CORRIDOR = "tests.fakes:Corridor-v0"
@@ -194,6 +194,26 @@ def test_refuses_files_that_are_not_checkpoints(tmp_path, capsys):
     torch.save({"weights": torch.zeros(3)}, other)
     assert evaluate.main(["--checkpoint", str(other)]) == 2
     assert "no model or model_spec" in capsys.readouterr().err
+
+
+def test_refuses_a_checkpoint_of_per_level_popart_naming_the_release_to_use(tmp_path, capsys):
+    """Releases with per-level PopArt wrote value_heads into every spec: one value head (every
+    run without it) is this release's network and plays; a head per level is refused."""
+    path = make_run(tmp_path / "run")
+    state = checkpoint.load(path)
+    state["model_spec"]["value_heads"] = 1
+    torch.save(state, path)
+    assert load_checkpoint(path).model.spec == ModelSpec(num_actions=7)
+    state["model_spec"]["value_heads"] = 32
+    width = state["model"]["value.weight"].shape[1]
+    state["model"] |= {"value.weight": torch.zeros(32, width), "value.bias": torch.zeros(32)}
+    torch.save(state, path)
+    assert evaluate.main(["--checkpoint", str(path), "--level", CORRIDOR, "--no-video"]) == 2
+    assert (
+        f"{path} was written by an older release (its network has a value head for each of its "
+        "32 levels, per-level PopArt's, which this release no longer builds) and this release "
+        "cannot play it: evaluate it with the release that trained it"
+    ) in capsys.readouterr().err
 
 
 def test_refuses_an_action_set_the_checkpoint_was_not_trained_on(tmp_path, capsys):

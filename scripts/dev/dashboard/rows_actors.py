@@ -154,16 +154,7 @@ LEVELS = Row(
             "Where episodes end, by level",
             "mario_level_end_x: where most of each level's newest 50 training episodes without a flag ended (the median max x of the 100-wide bin of x holding the most of them). A flat line is a wall the policy has not passed, such as 1-2's ledge near x 980; the eval's own end points are in make report's last evaluation.",
             [Q('mario_level_end_x{level=~"$level"}', "{{level}}")],
-            w=12,
-        ),
-        Timeseries(
-            "Stalls and frontier starts, by level",
-            "mario_level_stall_rate: the share of each level's newest 50 training episodes that stopped, flagless, where most of them stop (the bin of mario_level_end_x); mario_level_frontier_share: the share of its episodes the actors start at a frontier snapshot (--frontier-starts; under --frontier-starts-by stall, that share times the stall rate).",
-            [
-                Q('mario_level_stall_rate{level=~"$level"}', "stall {{level}}"),
-                Q('mario_level_frontier_share{level=~"$level"}', "frontier {{level}}"),
-            ],  # fmt: skip
-            w=12,
+            w=24,
         ),
     ],
 )
