@@ -73,21 +73,60 @@ def random_policy(num_actions: int, rng: np.random.Generator) -> Policy:
 
 
 def screen_rgb(env: FrameEnv) -> np.ndarray:
-    """A copy of the current full-resolution colour screen: [240, 256, 3] uint8 for Mario.
+    """The current full-resolution colour screen, [240, 256, 3] uint8 for Mario: a view the
+    env's next step overwrites, so keep a copy (`Screens.append` makes one).
 
     Gymnasium envs give their last raw observation (grayscale repeated to three channels).
     """
     if env.spec.is_mario:
-        return np.array(env._env.screen, dtype=np.uint8, copy=True)
+        return env._env.screen
     obs = np.asarray(env._obs, dtype=np.uint8)
     if obs.ndim == 2:
         obs = np.repeat(obs[:, :, None], 3, axis=2)
-    return np.array(obs[:, :, :3], copy=True)
+    return obs[:, :, :3]
+
+
+# glibc maps any allocation above 32 MiB (its dynamic mmap threshold's ceiling) on its own, and
+# unmaps it when freed
+SCREEN_BLOCK_BYTES = 48 * 2**20
+
+
+class Screens(Sequence[np.ndarray]):
+    """An episode's colour screens, [H, W, 3] uint8 each, copied into blocks of at least
+    SCREEN_BLOCK_BYTES (256 Mario screens) that the system takes back when the episode is dropped.
+
+    One array per screen (180 kB for Mario) came from the heap instead, which kept what the
+    longest episode so far had used: the eval actor's memory stepped up with each longer episode,
+    towards ~440 MB for a 2,400-step time-out. A block's pages are touched only as screens fill it.
+    """
+
+    def __init__(self) -> None:
+        self._blocks: list[np.ndarray] = []  # [per_block, H, W, 3] each
+        self._per_block = 0
+        self._len = 0
+
+    def append(self, screen: np.ndarray) -> None:
+        if self._len == len(self._blocks) * self._per_block:
+            if not self._blocks:
+                self._per_block = -(-SCREEN_BLOCK_BYTES // max(1, screen.nbytes))
+            self._blocks.append(np.empty((self._per_block, *screen.shape), np.uint8))
+        block, i = divmod(self._len, self._per_block)
+        np.copyto(self._blocks[block][i], screen)
+        self._len += 1
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i: int) -> np.ndarray:  # type: ignore[override]
+        if not -self._len <= i < self._len:
+            raise IndexError(f"screen {i} of {self._len}")
+        block, j = divmod(i % self._len, self._per_block)
+        return self._blocks[block][j]
 
 
 class Episode(NamedTuple):
     summary: EpisodeSummary  # the env's own
-    screens: list[np.ndarray]  # its colour screens, length + 1; empty without recording
+    screens: Screens  # its colour screens, length + 1; empty without recording
     peak: int  # the index in `screens` of its max-x moment (first reached); 0 without
 
 
@@ -98,7 +137,7 @@ class _Watched:
     def __init__(self, env: FrameEnv, record: bool):
         self.env, self.record = env, record
         self.frame_shape, self.num_actions = env.frame_shape, env.num_actions
-        self.screens: list[np.ndarray] = []
+        self.screens = Screens()
         self.xs: list[int] = []  # the episode's max x when each screen was shown
         self.ended: Episode | None = None
 
@@ -113,7 +152,7 @@ class _Watched:
 
     def reset(self) -> np.ndarray:
         frame = self.env.reset()
-        self.screens, self.xs = [], []
+        self.screens, self.xs = Screens(), []
         self._show()
         return frame
 

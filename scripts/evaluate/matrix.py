@@ -86,7 +86,7 @@ class Cell(NamedTuple):
 class Played(NamedTuple):
     episodes: dict[str, list[EpisodeSummary]]  # policy name -> its episodes, in play order
     best: tuple[str, int] | None  # (policy, index) of the best episode of all; None if none
-    best_frames: list[np.ndarray]  # its colour screens; empty without recording
+    best_frames: Sequence[np.ndarray]  # its colour screens (Screens); empty without recording
     best_peak: int = 0  # the index in best_frames of its max-x moment (first reached)
 
 

@@ -201,3 +201,49 @@ def test_an_eval_dir_that_cannot_be_made_is_refused_before_it_registers(tmp_path
         assert f"--eval-dir {eval_dir}: cannot make the directory {eval_dir}" in out.stderr
         assert "pass an --eval-dir that can be made and written" in out.stderr
         assert "Traceback" not in out.stderr
+
+
+def test_screens_hold_copies_in_blocks_and_index_as_a_list_does(monkeypatch):
+    monkeypatch.setattr(evaluation, "SCREEN_BLOCK_BYTES", 1000)  # 6 screens of 8x8x3 a block
+    rng = np.random.default_rng(0)
+    source = np.zeros((8, 8, 3), np.uint8)
+    screens, reference = evaluation.Screens(), []
+    for _ in range(20):
+        source[:] = rng.integers(0, 256, source.shape)  # one buffer, overwritten as a NES screen is
+        screens.append(source)
+        reference.append(source.copy())
+    assert len(screens) == 20 and len(screens._blocks) == 4
+    for i in [*range(20), -1, -20]:
+        assert (screens[i] == reference[i]).all()
+    assert all((a == b).all() for a, b in zip(screens, reference, strict=True))
+    for i in (20, -21):
+        with pytest.raises(IndexError):
+            screens[i]
+    assert len(evaluation.Screens()) == 0 and list(evaluation.Screens()) == []
+
+
+def test_an_episodes_screens_go_back_to_the_system_when_it_is_dropped():
+    # in a fresh interpreter: small objects made while recording and kept (a run's logs, windows,
+    # metrics) pin the heap, which then keeps one array per screen for good
+    code = """
+import numpy as np
+from actor.evaluation import Screens
+def rss(): return int(open('/proc/self/statm').read().split()[1]) * 4096 // 2**20
+screen, pins = np.ones((240, 256, 3), np.uint8), []
+base = rss()
+for _ in range(3):
+    screens = Screens()
+    for t in range(1200):  # 210 MiB
+        screens.append(screen)
+        pins.append(bytearray(64))
+    assert len(screens) == 1200 and (screens[-1] == 1).all()
+    peak = rss() - base
+    del screens
+print(peak, rss() - base)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    peak, after = map(int, out.stdout.split())
+    assert peak > 150, out.stdout  # the screens were there
+    assert after < 16, out.stdout  # and went back

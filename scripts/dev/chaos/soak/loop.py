@@ -19,12 +19,11 @@ from scripts.dev.chaos.soak import measure
 from scripts.dev.chaos.soak.deployment import STARTSECS, Deployment, running_for
 from scripts.dev.chaos.soak.faults import MidwriteKill, MidwriteKiller, Restart
 from scripts.dev.chaos.soak.judge import percentile
-from scripts.dev.chaos.soak.schedule import Fault, planned
+from scripts.dev.chaos.soak.schedule import Fault, learner_faults_end_s, memory_from_s, planned
 
 RESUME_TIMEOUT_S = 60.0
 ACTOR_SCRAPE_S = 1.0  # and every tick while a learner restart is timed
 MEMORY_EVERY_S = 5.0
-WARMUP_S = 300.0
 TICK_S = 0.2
 
 
@@ -222,6 +221,7 @@ class Soak:
             "checkpoint_interval_s": self.args.checkpoint_interval_s,
             "faults": self.kills | {"kill9_exits_in_supervisord_log": kill9},
             "midwrite_kills": self.kills["midwrite_kills"],
+            "learner_faults_end_s": learner_faults_end_s(self.duration_s),
             "hangs": self.watch.hangs,
             "longest_gap_without_update_s": round(self.watch.longest_gap, 1),
             "learner_down_s": down_s,
@@ -230,7 +230,8 @@ class Soak:
             "resume_p50_p99_max_s": [p50, p99, max(finite, default=None)],
             "learner_crashes": [r.summary() for r in self.restarts],
             "checkpoints": self.checkpoints.summary(),
-            **self.memory.summary(self.t0, min(WARMUP_S, self.duration_s / 3)),
+            "memory_from_s": memory_from_s(self.duration_s),
+            **self.memory.summary(self.t0, memory_from_s(self.duration_s)),
             "rogue": rogue.summary(),
             # exits other than the soak's own kill -9: an exit status, another signal, a FATAL
             "crashes": sum(not e.expected and e.how != "terminated by SIGKILL" for e in exits),

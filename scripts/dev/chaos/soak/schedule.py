@@ -1,5 +1,10 @@
 """The soak's fault schedule: seeded, in time order, pure; and the shortest soak that holds every
-kind of fault (`shortest_minutes`, which the make hosts rehearsal uses too)."""
+kind of fault (`shortest_minutes`, which the make hosts rehearsal uses too).
+
+The learner is killed only in the soak's first two thirds (`learner_faults_end_s`). In the last
+third one learner life runs on while actors are killed and rogue peers connect, so its memory can
+be judged over minutes (`memory_from_s`): a learner killed every minute is always young, and the
+climb of each start (imports, the first batches' buffers) hides any slope."""
 
 from __future__ import annotations
 
@@ -12,6 +17,18 @@ KINDS = ("actor", "learner", "learner_midwrite")
 SETTLE_S = 30.0  # no fault in a run's last 30 s (a sixth of a shorter run)
 MINUTES_STEP = 0.1  # the resolution of `shortest_minutes`
 MINUTES_MAX = 24 * 60.0
+LEARNER_SHARE = 2 / 3  # of the soak, from its start, in which the learner is killed
+LEARNER_WARMUP_S = 120.0  # after the last learner fault: its restart (~30 s) and climb (~60 s)
+
+
+def learner_faults_end_s(duration_s: float) -> float:
+    """The end of the part of a soak of `duration_s` in which learner faults fall."""
+    return duration_s * LEARNER_SHARE
+
+
+def memory_from_s(duration_s: float) -> float:
+    """From when the soak's memory samples are judged: the last learner life, warmed up."""
+    return learner_faults_end_s(duration_s) + LEARNER_WARMUP_S
 
 
 def settle_s(duration_s: float) -> float:
@@ -48,22 +65,25 @@ def fault_schedule(
     midwrite_every_s: float = 75.0,
     settle_s: float = 30.0,
 ) -> list[Fault]:
-    """Faults in time order, none in the last `settle_s`. A soak too short for the full periods
-    gets each learner fault at least once: learner kills every duration/2 at most, mid-write kills
-    every duration/3 at most. Mid-write times are jittered (seeded) by up to a fifth of a period.
-    Actor kills keep their period: a soak whose faults end before `actor_every_s` has none (its
-    command refuses it, naming `shortest_minutes`)."""
+    """Faults in time order, none in the last `settle_s`, the learner's none after
+    `learner_faults_end_s`. A soak too short for the full periods gets each learner fault at
+    least once: learner kills every half of that span at most, mid-write kills every third at
+    most. Mid-write times are jittered (seeded) by up to a fifth of a period. Actor kills keep
+    their period: a soak whose faults end before `actor_every_s` has none (its command refuses
+    it, naming `shortest_minutes`)."""
     rng = random.Random(seed)
     end = duration_s - settle_s
+    learner_end = min(end, learner_faults_end_s(duration_s))
 
-    def every(period_s: float, kind: str, jitter: float = 0.0) -> list[Fault]:
+    def every(period_s: float, kind: str, until_s: float, jitter: float = 0.0) -> list[Fault]:
         # one period past the end too: jittered, it may still fall before the end
-        ks = range(1, int(end // period_s) + 2)
-        return [Fault(max(1.0, (k + jitter * rng.uniform(-1, 1)) * period_s), kind) for k in ks]
+        ks = range(1, int(until_s // period_s) + 2)
+        times = [max(1.0, (k + jitter * rng.uniform(-1, 1)) * period_s) for k in ks]
+        return [Fault(t, kind) for t in times if t <= until_s]
 
-    faults = every(min(midwrite_every_s, duration_s / 3), "learner_midwrite", jitter=0.2)
-    faults += every(min(learner_every_s, duration_s / 2), "learner") + every(actor_every_s, "actor")
-    return sorted(f for f in faults if f.at_s <= end)
+    faults = every(min(midwrite_every_s, learner_end / 3), "learner_midwrite", learner_end, 0.2)
+    faults += every(min(learner_every_s, learner_end / 2), "learner", learner_end)
+    return sorted(faults + every(actor_every_s, "actor", end))
 
 
 def planned(args: argparse.Namespace, duration_s: float) -> list[Fault]:

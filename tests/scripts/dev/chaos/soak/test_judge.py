@@ -30,6 +30,8 @@ def test_slope_per_minute_matches_a_least_squares_fit():
 def good_summary(minutes: float = 30.0) -> dict:
     return {
         "duration_s": minutes * 60,
+        "learner_faults_end_s": minutes * 40,  # its first two thirds
+        "memory_from_s": minutes * 40 + 120,
         "hangs": 0,
         "resume_s": [0.1, 0.3, 0.2],
         "resume_timeouts": 0,
@@ -61,7 +63,7 @@ def test_judge_passes_a_good_soak_and_names_each_failure():
 
     bad = good_summary()
     bad["resume_s"] = [0.1] * 99 + [7.0, 7.0]
-    bad["midwrite_kills"] = 19
+    bad["midwrite_kills"] = 12  # of at least 13 in the 20 minutes the learner is killed in
     bad["memory_slope_mib_per_min"]["actor"] = 1.5
     bad["rogue"]["rejected"] = 29
     bad["learner_crashes"].append(
@@ -77,7 +79,7 @@ def test_judge_passes_a_good_soak_and_names_each_failure():
     assert set(failed(bad)) == {
         "actor streaming again after a learner restart, p99 s",
         "learner killed mid-checkpoint-write",
-        "actor resident memory slope after warm-up, MiB/min",
+        "actor resident memory slope, last learner life, MiB/min",
         "rogue messages rejected (in accounted rounds)",
         "learner crashes that lost more than one checkpoint interval of updates",
         "learner restarts that resumed from an older than the newest complete checkpoint",
@@ -86,14 +88,23 @@ def test_judge_passes_a_good_soak_and_names_each_failure():
     }
 
 
-def test_a_short_soak_reports_memory_without_judging_it_and_needs_fewer_midwrite_kills():
-    summary = good_summary(minutes=2)
-    summary["midwrite_kills"] = 1
-    summary["memory_slope_mib_per_min"]["learner"] = 9.0  # warm-up dominates 2 minutes
+@pytest.mark.parametrize("minutes", [2, 15, 29])
+def test_a_short_soak_reports_memory_without_judging_it_and_needs_fewer_midwrite_kills(minutes):
+    summary = good_summary(minutes=minutes)
+    summary["midwrite_kills"] = max(1, int(13 * minutes / 30))
+    summary["memory_slope_mib_per_min"]["learner"] = 9.0  # too few minutes to tell
     checks = {c["check"]: c["ok"] for c in judge(summary)}
-    assert checks["learner resident memory slope after warm-up, MiB/min"] is None
+    assert checks["learner resident memory slope, last learner life, MiB/min"] is None
     assert checks["learner killed mid-checkpoint-write"] is True
     assert all(ok is not False for ok in checks.values())
+    summary["midwrite_kills"] -= 1
+    assert failed(summary) == ["learner killed mid-checkpoint-write"]
+
+
+def test_a_30_minute_soak_judges_the_memory_of_its_last_learner_life():
+    summary = good_summary()
+    summary["memory_slope_mib_per_min"]["learner"] = 1.2
+    assert failed(summary) == ["learner resident memory slope, last learner life, MiB/min"]
 
 
 def test_a_resume_that_never_came_fails_even_when_the_others_were_fast():

@@ -5,17 +5,29 @@ from __future__ import annotations
 import pytest
 
 from scripts.dev.chaos.soak.__main__ import main, parse_args
-from scripts.dev.chaos.soak.schedule import KINDS, fault_schedule, planned, shortest_minutes
+from scripts.dev.chaos.soak.schedule import (
+    KINDS,
+    fault_schedule,
+    learner_faults_end_s,
+    memory_from_s,
+    planned,
+    shortest_minutes,
+)
 
 
 def test_a_30_minute_schedule_has_every_fault_at_its_period_and_none_while_settling():
     faults = fault_schedule(1800, seed=0)
     kinds = [f.kind for f in faults]
     assert kinds.count("actor") == 59  # every 30 s up to 1770 s
-    assert kinds.count("learner") == 5  # every 5 minutes up to 1500 s
-    assert kinds.count("learner_midwrite") == 23  # every 75 s (jittered) up to 1770 s
+    assert kinds.count("learner") == 4  # every 5 minutes up to 1200 s
+    assert kinds.count("learner_midwrite") == 16  # every 75 s (jittered) up to 1200 s
     assert [f.at_s for f in faults] == sorted(f.at_s for f in faults)
     assert max(f.at_s for f in faults) <= 1800 - 30
+    # the last third: one learner life, judged for memory once warm, while actors still die
+    learner = [f.at_s for f in faults if f.kind != "actor"]
+    assert max(learner) == learner_faults_end_s(1800) == 1200
+    assert memory_from_s(1800) == 1320
+    assert sum(f.kind == "actor" and f.at_s > 1200 for f in faults) == 19
     assert faults == fault_schedule(1800, seed=0)  # seeded
     assert faults != fault_schedule(1800, seed=1)
 
@@ -26,6 +38,7 @@ def test_a_2_minute_schedule_still_crashes_the_learner_both_ways():
     assert kinds.count("learner") >= 1 and kinds.count("learner_midwrite") >= 2
     assert kinds.count("actor") == 3
     assert all(f.at_s <= 100 for f in faults)
+    assert all(f.at_s <= 80 for f in faults if f.kind != "actor")  # its first two thirds
 
 
 def test_the_shortest_soak_is_the_first_length_whose_schedule_holds_every_kind():
