@@ -53,6 +53,7 @@
 ## KEYS: the CURVE keys directory make keys writes (empty: CURVE off, and make keys writes runs/keys); a non-loopback HOST needs it
 ##@ Evaluate and report (docs/EVALUATION.md)
 ## eval: RUN's kept best policy (RUN/eval/best-policy.pt, else its latest checkpoint), or CKPT, on every level of the run (or of LEVELS), EPISODES per policy and level
+## best: RUN's latest checkpoint against its kept best policy, fresh perturbed episodes each as the eval actor judges; the better stays in RUN/eval/best-policy.pt (for a stopped run)
 ## report: RUN's report: its learning curves and evaluations
 ## CKPT: a checkpoint file for make eval to play instead of RUN's kept best policy or latest checkpoint
 ## EPISODES: make eval's episodes per policy and level
@@ -62,6 +63,7 @@
 ## JOBS: make eval plays JOBS levels at a time, in JOBS processes
 ## EVAL_ARGS: more make eval flags (python -m scripts.evaluate --help)
 ## COMPARE: run directories whose learning curves make report draws beside RUN's
+## BEST_ARGS: more make best flags (python -m scripts.evaluate.challenge --help: --episodes, --seed)
 ##@ Rehearse faults (docs/RELIABILITY.md)
 ## soak: learner, actors and eval actor under supervisord, killed and disturbed on a seeded schedule for MINUTES; PASS or FAIL
 ## hosts: the learner host and actor host of docs/DEPLOY.md's "Actors on other hosts" in network namespaces, their links cut on a seeded schedule; PASS or FAIL (root)
@@ -256,7 +258,7 @@ COMPARE ?=
 GREEDY ?=
 EVAL_ARGS ?=
 
-.PHONY: eval report soak hosts
+.PHONY: eval best report soak hosts
 
 # LEVELS or LEVEL set (on the command line or in the environment), not the defaults above
 EVAL_LEVELS = $(if $(strip $(LEVELS)),$(if $(filter-out file default undefined,$(origin LEVELS) $(origin LEVEL)),--levels $(LEVELS)))
@@ -265,6 +267,13 @@ eval: install
 	$(PY) -m scripts.evaluate $(if $(CKPT),--checkpoint $(CKPT),--run-dir $(RUN)) $(EVAL_LEVELS) \
 		--episodes $(EPISODES) $(if $(DEVICE),--device $(DEVICE)) $(if $(filter 1,$(PERTURB)),--perturbed) $(if $(JOBS),--jobs $(JOBS)) \
 		--policy $(if $(GREEDY),$(if $(filter 1,$(GREEDY)),greedy,sampled),$(POLICY)) $(EVAL_ARGS)
+
+# make best RUN=...: a stopped run's latest checkpoint challenges the best policy its eval actor
+# kept, as the eval actor would have (a run stopped mid-challenge leaves its newest weights unjudged)
+BEST_ARGS ?=
+
+best: install
+	$(PY) -m scripts.evaluate.challenge --run-dir $(RUN) $(BEST_ARGS)
 
 report: install
 	$(PY) -m scripts.report --run-dir $(RUN) $(if $(COMPARE),--compare $(COMPARE))

@@ -162,14 +162,15 @@ class BestKeeper:
         return model.eval()
 
     def settle(
-        self, candidate: Score, kept: Score | None, window: Score, model: torch.nn.Module,
+        self, candidate: Score, kept: Score | None, window: Score | None, model: torch.nn.Module,
         env: EnvSpec, policy_version: int, env_frames: int, judged_by: Mapping[str, Any],
     ) -> bool:  # fmt: skip
         """A challenge's verdict (`wins`), written: the candidate `model` as the best, with its
         fresh score `candidate`, or the kept one's file with its new score `kept`; whether the
-        candidate won. `window`: the window score that nominated the candidate; `env`: the run's
-        env settings (unperturbed); `policy_version`, `env_frames`: the candidate's (its weights
-        message's); `judged_by`: how the episodes were played."""
+        candidate won. `window`: the window score that nominated the candidate (None: a stopped
+        run's last checkpoint, scripts/evaluate/challenge.py); `env`: the run's env settings
+        (unperturbed); `policy_version`, `env_frames`: the candidate's (its weights message's);
+        `judged_by`: how the episodes were played."""
         if not wins(candidate.value, None if kept is None else kept.value):
             assert kept is not None and self.state is not None
             self.state["best"] |= _figures(kept, judged_by)
@@ -181,7 +182,8 @@ class BestKeeper:
             "policy_version": policy_version,
             "env_frames": env_frames,
             "config": env.to_wire(),
-            "best": _figures(candidate, judged_by) | {"window_score": window.value},
+            "best": _figures(candidate, judged_by)
+            | ({} if window is None else {"window_score": window.value}),
         }
         self._write(state)
         return True

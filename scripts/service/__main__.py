@@ -78,9 +78,15 @@ def _start(h: hosts.Host, args: argparse.Namespace) -> int:
         return 0
     print(f"{args.command}: {names}; logs in {logs}/; Ctrl-C stops", file=sys.stderr)
     try:
-        return Watcher(h, supervisor).run(args.grace_s)
+        code = Watcher(h, supervisor).run(args.grace_s)
     finally:
         remove_targets(h)  # Prometheus stops scraping a run that has stopped
+    if args.command == "train":
+        from scripts.evaluate.challenge import unjudged
+
+        if hint := unjudged(Path(h.run)):
+            print(hint, file=sys.stderr)
+    return code
 
 
 def _down(h: hosts.Host, args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from common.rundir import RunDir, temp_files
 from learner import checkpoint
-from scripts.dev.chaos.soak.judge import slope_per_minute
+from scripts.dev.chaos.soak.judge import slope_per_minute, slope_se_per_minute
 
 HANG_S = 60.0
 LIFE_WARMUP_S = 20.0  # a process's memory counts once it is this old (imports, envs, buffers)
@@ -102,13 +102,13 @@ class Memory:
         once it is LIFE_WARMUP_S old: a process killed every minute is mostly young, and each
         start's climb (imports, env builds, the first update's buffers) would read as a slope."""
         roles = sorted(self.samples.items())
+        judged = {
+            role: [(t, v) for t, v, age in s if t - t0 >= warm_s and age >= LIFE_WARMUP_S]
+            for role, s in roles
+        }
         return {
-            "memory_slope_mib_per_min": {
-                role: slope_per_minute(
-                    [(t, v) for t, v, age in s if t - t0 >= warm_s and age >= LIFE_WARMUP_S]
-                )
-                for role, s in roles
-            },
+            "memory_slope_mib_per_min": {r: slope_per_minute(s) for r, s in judged.items()},
+            "memory_slope_se_mib_per_min": {r: slope_se_per_minute(s) for r, s in judged.items()},
             "memory_mib_last": {role: round(s[-1][1], 1) for role, s in roles},
             "memory_samples": {  # [seconds from the start, MiB, age of the process's life]
                 role: [[round(t - t0, 1), round(v, 1), round(a, 1)] for t, v, a in s]

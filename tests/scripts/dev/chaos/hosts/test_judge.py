@@ -28,6 +28,7 @@ PASSING = {
     ],
     "chunks": {"duplicate_chunks": 0}, "hangs": 0, "crashes": [],
     "memory_slope_mib_per_min": {"learner": 0.2, "actor": -0.1},
+    "memory_slope_se_mib_per_min": {"learner": 0.1, "actor": 0.05},
     "prometheus": {"targets_ever_up": {"mario-learner 10.0.0.2:9000": 1.0},
                    "partitions_seen": [{"host": "actors-a", "up_min": {"10.0.0.3:9100": 0.0}}]},
 }  # fmt: skip
@@ -84,7 +85,7 @@ def test_a_kind_of_fault_that_never_struck_fails_and_so_does_its_unmeasured_targ
 def test_memory_is_reported_not_judged_in_a_short_run():
     summary = copy.deepcopy(PASSING) | {"duration_s": 120.0}
     summary["memory_slope_mib_per_min"] = {"learner": 9.0}
-    assert verdict(summary)["learner resident memory slope after warm-up, MiB/min"] is None
+    assert verdict(summary)["learner resident memory slope (± 2 SE) after warm-up, MiB/min"] is None
 
 
 def test_an_actor_a_fault_struck_but_never_measured_fails_its_check():

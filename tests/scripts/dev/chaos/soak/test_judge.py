@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scripts.dev.chaos.soak.judge import judge, percentile, slope_per_minute
+from scripts.dev.chaos.soak.judge import judge, percentile, slope_per_minute, slope_se_per_minute
 
 
 @pytest.mark.parametrize("q", [1, 10, 50, 90, 99])
@@ -27,6 +27,19 @@ def test_slope_per_minute_matches_a_least_squares_fit():
     assert slope_per_minute([(5.0, 1.0), (5.0, 2.0), (5.0, 3.0)]) is None  # no time passed
 
 
+def test_the_slopes_standard_error_matches_numpys_fit():
+    rng = np.random.default_rng(1)
+    t = np.sort(rng.uniform(0, 480, 96))
+    v = 900 + 0.3 * t / 60 + rng.normal(0, 45, 96)  # a learner's swing about a flat line
+    samples = list(zip(t.tolist(), v.tolist(), strict=True))
+    _, cov = np.polyfit(t, v, 1, cov="unscaled")
+    residuals = v - np.polyval(np.polyfit(t, v, 1), t)
+    want = 60 * np.sqrt(cov[0, 0] * (residuals @ residuals) / (len(t) - 2))
+    assert slope_se_per_minute(samples) == pytest.approx(want)
+    assert 1.0 < slope_se_per_minute(samples) < 3.0  # 8 minutes resolve it to a few MiB/min
+    assert slope_se_per_minute([(0.0, 1.0), (1.0, 2.0)]) is None
+
+
 def good_summary(minutes: float = 30.0) -> dict:
     return {
         "duration_s": minutes * 60,
@@ -46,6 +59,7 @@ def good_summary(minutes: float = 30.0) -> dict:
         "midwrite_kills": 24,
         "checkpoints": {"checked": 10, "loaded": 10, "stale_temp_files": 0},
         "memory_slope_mib_per_min": {"learner": 0.1, "actor": -0.2, "eval": 0.0},
+        "memory_slope_se_mib_per_min": {"learner": 1.5, "actor": 0.1, "eval": 0.5},
         "rogue": {"accounted": 30, "rejected": 30},
         "crashes": 0,
         "env_builds": {"builds": 40, "actor_lives": 10, "failures": 0},
@@ -79,7 +93,7 @@ def test_judge_passes_a_good_soak_and_names_each_failure():
     assert set(failed(bad)) == {
         "actor streaming again after a learner restart, p99 s",
         "learner killed mid-checkpoint-write",
-        "actor resident memory slope, last learner life, MiB/min",
+        "actor resident memory slope (± 2 SE), last learner life, MiB/min",
         "rogue messages rejected (in accounted rounds)",
         "learner crashes that lost more than one checkpoint interval of updates",
         "learner restarts that resumed from an older than the newest complete checkpoint",
@@ -94,17 +108,25 @@ def test_a_short_soak_reports_memory_without_judging_it_and_needs_fewer_midwrite
     summary["midwrite_kills"] = max(1, int(13 * minutes / 30))
     summary["memory_slope_mib_per_min"]["learner"] = 9.0  # too few minutes to tell
     checks = {c["check"]: c["ok"] for c in judge(summary)}
-    assert checks["learner resident memory slope, last learner life, MiB/min"] is None
+    assert checks["learner resident memory slope (± 2 SE), last learner life, MiB/min"] is None
     assert checks["learner killed mid-checkpoint-write"] is True
     assert all(ok is not False for ok in checks.values())
     summary["midwrite_kills"] -= 1
     assert failed(summary) == ["learner killed mid-checkpoint-write"]
 
 
-def test_a_30_minute_soak_judges_the_memory_of_its_last_learner_life():
+def test_a_30_minute_soak_fails_memory_only_where_growth_is_shown():
     summary = good_summary()
-    summary["memory_slope_mib_per_min"]["learner"] = 1.2
-    assert failed(summary) == ["learner resident memory slope, last learner life, MiB/min"]
+    summary["memory_slope_mib_per_min"]["learner"] = 3.5  # within its noise: 2 SE is 3.0
+    assert failed(summary) == []
+    summary["memory_slope_mib_per_min"]["learner"] = 4.1
+    assert failed(summary) == ["learner resident memory slope (± 2 SE), last learner life, MiB/min"]
+    summary["memory_slope_se_mib_per_min"]["learner"] = None  # too few samples to fit
+    assert failed(summary) == ["learner resident memory slope (± 2 SE), last learner life, MiB/min"]
+    checks = {c["check"]: c["value"] for c in judge(good_summary())}
+    assert (
+        checks["eval resident memory slope (± 2 SE), last learner life, MiB/min"] == "+0.00 ± 1.00"
+    )
 
 
 def test_a_resume_that_never_came_fails_even_when_the_others_were_fast():
