@@ -85,10 +85,9 @@ def challenge(run_dir: Path, episodes: int, seed: int = 0) -> str:
     }  # fmt: skip
     try:
         rival = keeper.rival(latest.model.spec, spec.levels)
-        rng = np.random.default_rng(seed)
-        with torch.no_grad():
-            ours = episodes_score(play(latest.model.eval(), players, plan, rng))
-            theirs = episodes_score(play(rival, players, plan, rng)) if rival is not None else None
+        rng = np.random.default_rng(seed)  # inference runs under torch.inference_mode
+        ours = episodes_score(play(latest.model.eval(), players, plan, rng))
+        theirs = episodes_score(play(rival, players, plan, rng)) if rival is not None else None
     finally:
         for p in players.values():
             p.env.close()

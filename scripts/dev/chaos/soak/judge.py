@@ -20,28 +20,34 @@ def percentile(values: list[float], q: int) -> float | None:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
-def slope_per_minute(samples: list[tuple[float, float]]) -> float | None:
-    """Least-squares slope of (seconds, value) samples, per minute; None for fewer than 3 or all
-    at one time."""
+def _fit(samples: list[tuple[float, float]]) -> statistics.LinearRegression | None:
+    """The least-squares line through (seconds, value) samples; None for fewer than 3 or all at
+    one time."""
     if len(samples) < 3:
         return None
     try:
-        return 60.0 * statistics.linear_regression(*zip(*samples, strict=True)).slope
+        return statistics.linear_regression(*zip(*samples, strict=True))
     except statistics.StatisticsError:
         return None
+
+
+def slope_per_minute(samples: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of (seconds, value) samples, per minute; None for fewer than 3 or all
+    at one time."""
+    fit = _fit(samples)
+    return None if fit is None else 60.0 * fit.slope
 
 
 def slope_se_per_minute(samples: list[tuple[float, float]]) -> float | None:
     """The standard error of `slope_per_minute`'s slope, from the fit's residuals (samples taken
     apart enough to be independent); None where the slope is."""
-    slope = slope_per_minute(samples)
-    if slope is None:
+    fit = _fit(samples)
+    if fit is None:
         return None
-    ts, vs = zip(*samples, strict=True)
-    fit = statistics.linear_regression(ts, vs)
-    residuals = [v - fit.intercept - fit.slope * t for t, v in samples]
-    spread = sum((t - statistics.fmean(ts)) ** 2 for t in ts)
-    return 60.0 * math.sqrt(sum(r * r for r in residuals) / (len(samples) - 2) / spread)
+    mean_t = statistics.fmean(t for t, _ in samples)
+    residuals = sum((v - fit.intercept - fit.slope * t) ** 2 for t, v in samples)
+    spread = sum((t - mean_t) ** 2 for t, _ in samples)
+    return 60.0 * math.sqrt(residuals / (len(samples) - 2) / spread)
 
 
 class Check(NamedTuple):
