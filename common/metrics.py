@@ -33,6 +33,8 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from common import heap
+
 OUTCOMES = ("flag", "death", "no_progress", "other")  # how an episode ended
 REJECT_REASONS = ("decode", "spec", "unknown_actor", "auth", "other")  # why a message was dropped
 # Every label's closed set of values, created up front; "level" takes the levels passed in.
@@ -345,7 +347,18 @@ class ProcessMetrics(_Metrics):
     """Who serves a page (`add_process_metrics`), so that a reader (`make train`'s status line)
     tells its own run's processes from another run's on a port it expected."""
 
-    TABLE = (_M("process", Info, "mario_process", "Who serves this page: role (learner, actor, eval, relay), pid, run_id (--run-id) and run_dir (the learner's; empty elsewhere)."),)  # fmt: skip
+    # fmt: off
+    TABLE = (
+        _M("process", Info, "mario_process", "Who serves this page: role (learner, actor, eval, relay), pid, run_id (--run-id) and run_dir (the learner's; empty elsewhere)."),
+        _M("heap_in_use", Gauge, "mario_process_heap_in_use_bytes", "C heap held by live allocations (glibc mallinfo2: chunks in use plus blocks mapped on their own), read at each scrape; NaN off glibc 2.33+. Resident memory that grows while this stays flat is the allocator keeping freed memory, not a leak."),
+        _M("heap_free", Gauge, "mario_process_heap_free_bytes", "C heap free in the allocator's arenas, kept for later allocations (glibc mallinfo2), read at each scrape; NaN off glibc 2.33+."),
+    )
+    # fmt: on
+
+
+def _heap_bytes(field: str) -> float:
+    now = heap.heap()
+    return float("nan") if now is None else float(getattr(now, field))
 
 
 def _outcome(outcome: str) -> str:
@@ -355,9 +368,13 @@ def _outcome(outcome: str) -> str:
 def add_process_metrics(
     registry: CollectorRegistry, role: str, run_id: str = "", run_dir: str = ""
 ) -> None:
-    """Add `ProcessMetrics` and the standard `process_*` and `python_*` metrics (CPU, memory, GC)."""
+    """Add `ProcessMetrics` (who serves the page, the C heap) and the standard `process_*` and
+    `python_*` metrics (CPU, memory, GC)."""
     info = {"role": role, "pid": str(os.getpid()), "run_id": run_id, "run_dir": run_dir}
-    ProcessMetrics(registry).process.info(info)
+    metrics = ProcessMetrics(registry)
+    metrics.process.info(info)
+    for gauge, field in ((metrics.heap_in_use, "in_use"), (metrics.heap_free, "free")):
+        gauge.set_function(lambda field=field: _heap_bytes(field))
     for collector in (ProcessCollector, PlatformCollector, GCCollector):
         collector(registry=registry)
 

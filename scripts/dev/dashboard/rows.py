@@ -126,9 +126,12 @@ HEALTH = Row(
             w=6,
         ),
         Timeseries(
-            "Memory (resident)",
-            "Resident memory of each process (process_resident_memory_bytes). A learner or actor that only grows is leaking; one near the host's memory is killed by the OOM killer (a restart above).",
-            [Q(f"process_resident_memory_bytes{{{JOBS}}}", "{{job}} {{instance}}")],
+            "Memory (resident, C heap)",
+            "Resident memory of each process (process_resident_memory_bytes), and what its live C allocations hold (mario_process_heap_in_use_bytes; mario_process_heap_free_bytes is what the allocator keeps free). Resident memory that steps up while the heap in use stays flat is the allocator keeping freed buffers; both climbing is a leak. One near the host's memory is killed by the OOM killer (a restart above).",
+            [
+                Q(f"process_resident_memory_bytes{{{JOBS}}}", "{{job}} {{instance}} resident"),
+                Q(f"mario_process_heap_in_use_bytes{{{JOBS}}}", "{{job}} {{instance}} heap in use"),
+            ],
             unit="bytes",
             w=6,
         ),

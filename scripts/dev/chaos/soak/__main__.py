@@ -12,15 +12,24 @@ targets (judge.py). The summary is printed and written to RUN/soak.json; exit st
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import operator
 import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 from common.rundir import RunDir
 from scripts.dev.chaos.soak.judge import judge, print_checks, verdict
 from scripts.dev.chaos.soak.loop import Soak
-from scripts.dev.chaos.soak.schedule import KINDS, SETTLE_S, planned, shortest_minutes
+from scripts.dev.chaos.soak.schedule import (
+    KINDS,
+    LEARNER_SHARE,
+    SETTLE_S,
+    planned,
+    shortest_minutes,
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -39,6 +48,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--actor-kill-every-s", type=float, default=30.0)
     p.add_argument("--learner-kill-every-s", type=float, default=300.0)
     p.add_argument("--midwrite-kill-every-s", type=float, default=75.0)
+    p.add_argument(
+        "--learner-faults-share",
+        type=float,
+        default=LEARNER_SHARE,
+        help="the share of the soak, from its start, in which the learner is killed; one learner "
+        "life runs the rest, its memory judged from 2 minutes in (default 2/3)",
+    )
     p.add_argument("--rogue-every-s", type=float, default=3.0, help="seconds between rogue bursts")
     p.add_argument("--learner-args", default="", help="more learner flags")
     p.add_argument("--actor-args", default="", help="more actor flags")
@@ -50,6 +66,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         problems.append("--actors must be >= 1")
     if args.checkpoint_interval_s <= 0:
         problems.append("--checkpoint-interval-s must be > 0")
+    if not 0 < args.learner_faults_share <= 1:
+        problems.append("--learner-faults-share must be in (0, 1], a share of the soak")
     periods = ("actor_kill_every_s", "learner_kill_every_s", "midwrite_kill_every_s")
     problems += [f"--{k.replace('_', '-')} must be > 0" for k in periods if getattr(args, k) <= 0]
     if not problems and (short := too_short(args)):
@@ -92,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     (run_dir / "soak.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     print(f"\n==== soak summary, {args.minutes:g} min, seed {args.seed}: {summary['faults']}")
     print_checks(summary["checks"])
+    by_name = operator.itemgetter("name")
+    for name, crashes in itertools.groupby(sorted(summary["crashed"], key=by_name), key=by_name):
+        crashes = list(crashes)
+        hows = ", ".join(sorted({c["how"] for c in crashes}))
+        print(f"\n{name} crashed {len(crashes)} times ({hows}); the end of its log:")
+        print(textwrap.indent(crashes[-1]["log"] or "(empty)", "  | "))
     print(summary["verdict"], f"(all figures in {run_dir / 'soak.json'})")
     return 0 if passed else 1
 

@@ -107,6 +107,12 @@ def judge(s: dict[str, Any]) -> list[dict[str, Any]]:
             )
             for role, slope in s["memory_slope_mib_per_min"].items()
         },
+        **{  # what live allocations hold: flat while resident memory grows is the allocator
+            f"{role} C heap in use slope (± 2 SE), last learner life, MiB/min": heap_info(
+                slope, s.get("heap_slope_se_mib_per_min", {}).get(role)
+            )
+            for role, slope in s.get("heap_slope_mib_per_min", {}).items()
+        },
         "rogue messages rejected (in accounted rounds)": Check(
             f"{rogue['rejected']}/{rogue['accounted']}",
             "all, at least one round",
@@ -133,6 +139,12 @@ def memory_check(slope: float | None, se: float | None, target: str, judged: boo
         return Check(None, target, False if judged else None)
     shown = f"{slope:+.2f} ± {2 * se:.2f}"
     return Check(shown, target, slope - 2 * se < MEMORY_SLOPE_MIB_PER_MIN if judged else None)
+
+
+def heap_info(slope: float | None, se: float | None) -> Check:
+    """The heap in use's slope, reported beside resident memory's, never judged."""
+    shown = None if slope is None or se is None else f"{slope:+.2f} ± {2 * se:.2f}"
+    return Check(shown, "info: flat where resident memory grows is the allocator's keeping", None)
 
 
 def verdict(checks: list[dict[str, Any]]) -> tuple[str, bool]:

@@ -205,6 +205,13 @@ class Soak:
             self.deploy.down()
         return self.summary(rogue)
 
+    def last_words(self, name: str) -> str:
+        """The end of program `name`'s log (its last traceback, if it has one); "" for none."""
+        try:
+            return measure.last_words((RunDir(self.run_dir).logs / f"{name}.log").read_text())
+        except OSError:
+            return ""
+
     def summary(self, rogue: measure.RogueRounds) -> dict[str, Any]:
         resumes = [v for r in self.restarts for v in r.resume_s.values()]
         finite = [v for v in resumes if math.isfinite(v)]
@@ -214,6 +221,8 @@ class Soak:
         kill9 = sum(e.how == "terminated by SIGKILL" for e in exits)  # the soak's own kills
         actor_exits = [e.how for e in exits if e.name.startswith(("actor-", "eval"))]
         watchdog = actor_exits.count(f"exit status {WATCHDOG_EXIT_CODE}")
+        share = self.args.learner_faults_share
+        crashed = [e for e in exits if not e.expected and e.how != "terminated by SIGKILL"]
         return {
             "duration_s": self.duration_s,
             "seed": self.args.seed,
@@ -221,7 +230,7 @@ class Soak:
             "checkpoint_interval_s": self.args.checkpoint_interval_s,
             "faults": self.kills | {"kill9_exits_in_supervisord_log": kill9},
             "midwrite_kills": self.kills["midwrite_kills"],
-            "learner_faults_end_s": learner_faults_end_s(self.duration_s),
+            "learner_faults_end_s": learner_faults_end_s(self.duration_s, share),
             "hangs": self.watch.hangs,
             "longest_gap_without_update_s": round(self.watch.longest_gap, 1),
             "learner_down_s": down_s,
@@ -230,11 +239,14 @@ class Soak:
             "resume_p50_p99_max_s": [p50, p99, max(finite, default=None)],
             "learner_crashes": [r.summary() for r in self.restarts],
             "checkpoints": self.checkpoints.summary(),
-            "memory_from_s": memory_from_s(self.duration_s),
-            **self.memory.summary(self.t0, memory_from_s(self.duration_s)),
+            "memory_from_s": memory_from_s(self.duration_s, share),
+            **self.memory.summary(self.t0, memory_from_s(self.duration_s, share)),
             "rogue": rogue.summary(),
             # exits other than the soak's own kill -9: an exit status, another signal, a FATAL
-            "crashes": sum(not e.expected and e.how != "terminated by SIGKILL" for e in exits),
+            "crashes": len(crashed),
+            "crashed": [
+                {"name": e.name, "how": e.how, "log": self.last_words(e.name)} for e in crashed
+            ],
             "env_builds": self.lives.summary(watchdog),
             "events": self.events,
         }

@@ -3,6 +3,7 @@ from the processes' /metrics (flattened samples, `common.status.scrape`) or the 
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -12,6 +13,7 @@ from learner import checkpoint
 from scripts.dev.chaos.soak.judge import slope_per_minute, slope_se_per_minute
 
 HANG_S = 60.0
+CRASH_LOG_LINES = 25  # of a crashed program's log, in the summary
 LIFE_WARMUP_S = 20.0  # a process's memory counts once it is this old (imports, envs, buffers)
 ROGUE_BURST = 3
 ROGUE_SETTLE_S = 5.0
@@ -88,14 +90,18 @@ class ActorLives:
 
 
 class Memory:
-    """Resident memory per role (learner, actor, eval) over every life of its processes."""
+    """Resident memory per role (learner, actor, eval) over every life of its processes, and the
+    C heap its live allocations hold (`mario_process_heap_in_use_bytes`, common/heap.py): resident
+    memory that grows while the heap in use stays flat is the allocator keeping freed memory."""
 
     def __init__(self) -> None:
-        self.samples: defaultdict[str, list[tuple[float, float, float]]] = defaultdict(list)
+        # role: [(time, resident MiB, age of the process's life, heap in use MiB or NaN)]
+        self.samples: defaultdict[str, list[tuple[float, float, float, float]]] = defaultdict(list)
 
     def sample(self, role: str, m: dict[str, float], now: float, age: float) -> None:
         if mib := m.get("process_resident_memory_bytes", 0.0) / 2**20:
-            self.samples[role].append((now, mib, age))
+            heap = m.get("mario_process_heap_in_use_bytes", math.nan) / 2**20
+            self.samples[role].append((now, mib, age, heap))
 
     def summary(self, t0: float, warm_s: float) -> dict[str, Any]:
         """The slope per role counts samples after `warm_s` of the soak, and within each life only
@@ -103,15 +109,21 @@ class Memory:
         start's climb (imports, env builds, the first update's buffers) would read as a slope."""
         roles = sorted(self.samples.items())
         judged = {
-            role: [(t, v) for t, v, age in s if t - t0 >= warm_s and age >= LIFE_WARMUP_S]
+            role: [(t, v, h) for t, v, age, h in s if t - t0 >= warm_s and age >= LIFE_WARMUP_S]
             for role, s in roles
         }
+        resident = {role: [(t, v) for t, v, _ in s] for role, s in judged.items()}
+        heap = {role: [(t, h) for t, _, h in s if math.isfinite(h)] for role, s in judged.items()}
         return {
-            "memory_slope_mib_per_min": {r: slope_per_minute(s) for r, s in judged.items()},
-            "memory_slope_se_mib_per_min": {r: slope_se_per_minute(s) for r, s in judged.items()},
+            "memory_slope_mib_per_min": {r: slope_per_minute(s) for r, s in resident.items()},
+            "memory_slope_se_mib_per_min": {r: slope_se_per_minute(s) for r, s in resident.items()},
+            "heap_slope_mib_per_min": {r: slope_per_minute(s) for r, s in heap.items()},
+            "heap_slope_se_mib_per_min": {r: slope_se_per_minute(s) for r, s in heap.items()},
             "memory_mib_last": {role: round(s[-1][1], 1) for role, s in roles},
-            "memory_samples": {  # [seconds from the start, MiB, age of the process's life]
-                role: [[round(t - t0, 1), round(v, 1), round(a, 1)] for t, v, a in s]
+            "memory_samples": {  # [seconds from the start, MiB, age of the life, heap in use MiB]
+                role: [
+                    [round(t - t0, 1), round(v, 1), round(a, 1), round(h, 1)] for t, v, a, h in s
+                ]
                 for role, s in roles
             },
         }
@@ -208,3 +220,11 @@ class RogueRounds:
                 self.unaccounted.append(burst.names)
                 return burst.names
         return None
+
+
+def last_words(log: str, lines: int = CRASH_LOG_LINES) -> str:
+    """What a crashed program last said: its log from its last traceback on (up to `lines`
+    lines), or else the log's last `lines` lines."""
+    rows = log.splitlines()
+    starts = [i for i, row in enumerate(rows) if row.startswith("Traceback (most recent call")]
+    return "\n".join(rows[starts[-1] :][:lines] if starts else rows[-lines:])

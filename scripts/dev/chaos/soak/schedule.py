@@ -1,8 +1,8 @@
 """The soak's fault schedule: seeded, in time order, pure; and the shortest soak that holds every
 kind of fault (`shortest_minutes`, which the make hosts rehearsal uses too).
 
-The learner is killed only in the soak's first two thirds (`learner_faults_end_s`). In the last
-third one learner life runs on while actors are killed and rogue peers connect, so its memory can
+The learner is killed only in the soak's first two thirds (`learner_faults_end_s`; another share
+with --learner-faults-share). In the rest one learner life runs on while actors are killed and rogue peers connect, so its memory can
 be judged over minutes (`memory_from_s`): a learner killed every minute is always young, and the
 climb of each start (imports, the first batches' buffers) hides any slope."""
 
@@ -21,14 +21,15 @@ LEARNER_SHARE = 2 / 3  # of the soak, from its start, in which the learner is ki
 LEARNER_WARMUP_S = 120.0  # after the last learner fault: its restart (~30 s) and climb (~60 s)
 
 
-def learner_faults_end_s(duration_s: float) -> float:
-    """The end of the part of a soak of `duration_s` in which learner faults fall."""
-    return duration_s * LEARNER_SHARE
+def learner_faults_end_s(duration_s: float, share: float = LEARNER_SHARE) -> float:
+    """The end of the part of a soak of `duration_s` in which learner faults fall: its first
+    `share`."""
+    return duration_s * share
 
 
-def memory_from_s(duration_s: float) -> float:
+def memory_from_s(duration_s: float, share: float = LEARNER_SHARE) -> float:
     """From when the soak's memory samples are judged: the last learner life, warmed up."""
-    return learner_faults_end_s(duration_s) + LEARNER_WARMUP_S
+    return learner_faults_end_s(duration_s, share) + LEARNER_WARMUP_S
 
 
 def settle_s(duration_s: float) -> float:
@@ -64,6 +65,7 @@ def fault_schedule(
     learner_every_s: float = 300.0,
     midwrite_every_s: float = 75.0,
     settle_s: float = 30.0,
+    learner_share: float = LEARNER_SHARE,
 ) -> list[Fault]:
     """Faults in time order, none in the last `settle_s`, the learner's none after
     `learner_faults_end_s`. A soak too short for the full periods gets each learner fault at
@@ -73,7 +75,7 @@ def fault_schedule(
     it, naming `shortest_minutes`)."""
     rng = random.Random(seed)
     end = duration_s - settle_s
-    learner_end = min(end, learner_faults_end_s(duration_s))
+    learner_end = min(end, learner_faults_end_s(duration_s, learner_share))
 
     def every(period_s: float, kind: str, until_s: float, jitter: float = 0.0) -> list[Fault]:
         # one period past the end too: jittered, it may still fall before the end
@@ -95,4 +97,5 @@ def planned(args: argparse.Namespace, duration_s: float) -> list[Fault]:
         learner_every_s=args.learner_kill_every_s,
         midwrite_every_s=args.midwrite_kill_every_s,
         settle_s=settle_s(duration_s),
+        learner_share=args.learner_faults_share,
     )

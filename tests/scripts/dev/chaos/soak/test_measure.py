@@ -8,7 +8,14 @@ import pytest
 from common.rundir import RunDir
 from learner import checkpoint
 from scripts.dev.chaos.soak.faults import Restart
-from scripts.dev.chaos.soak.measure import HANG_S, ActorLives, Checkpoints, LearnerWatch
+from scripts.dev.chaos.soak.measure import (
+    HANG_S,
+    ActorLives,
+    Checkpoints,
+    LearnerWatch,
+    Memory,
+    last_words,
+)
 from tests import procs
 
 
@@ -93,3 +100,29 @@ def test_a_crash_may_lose_one_interval_and_the_update_across_its_end():
     assert not crash(13, lost_s=7.1)["within_interval"]
     assert crash(10, lost_s=60.0)["within_interval"]  # nothing lost
     assert crash(13, 1.0)["lost_updates"] == 3
+
+
+def test_a_crashed_programs_last_words_are_its_last_traceback_or_its_last_lines():
+    lives = [f"life {i} starting" for i in range(3)]
+    first = ["Traceback (most recent call last):", '  File "a.py"', "KeyError: 'old'"]
+    last = ["Traceback (most recent call last):", '  File "b.py"', "OSError: [Errno 98] in use"]
+    log = "\n".join([*lives, *first, *lives, *last, "shutting down"])
+    assert last_words(log) == "\n".join([*last, "shutting down"])
+    assert last_words(log, lines=2) == "\n".join(last[:2])
+    plain = "\n".join(f"line {i}" for i in range(40))
+    assert last_words(plain, lines=3) == "line 37\nline 38\nline 39"
+    assert last_words("") == ""
+
+
+def test_memory_reports_the_heap_in_use_beside_resident_memory():
+    """Resident memory that steps up while the heap in use stays flat: both slopes, per role."""
+    memory = Memory()
+    for i in range(60):  # 5 minutes, every 5 s, of a learner 100 s old at the first sample
+        page = {"process_resident_memory_bytes": (800 + 2 * (i // 12)) * 2**20}
+        memory.sample("learner", page | {"mario_process_heap_in_use_bytes": 250 * 2**20}, 5.0 * i, 100 + 5.0 * i)  # fmt: skip
+        memory.sample("actor", page, 5.0 * i, 100 + 5.0 * i)  # a page without the heap gauge
+    s = memory.summary(t0=0.0, warm_s=0.0)
+    assert s["memory_slope_mib_per_min"]["learner"] == pytest.approx(2.0, abs=0.5)
+    assert s["heap_slope_mib_per_min"]["learner"] == pytest.approx(0.0, abs=1e-9)
+    assert s["heap_slope_mib_per_min"]["actor"] is None  # no heap samples: no slope
+    assert s["memory_samples"]["learner"][0] == [0.0, 800.0, 100.0, 250.0]

@@ -65,3 +65,11 @@ def test_a_soak_too_short_for_every_kind_refuses_to_start_naming_the_minimum(tmp
     with pytest.raises(SystemExit):
         main(["--minutes", "2", "--actor-kill-every-s", "120", "--run-dir", str(run)])
     assert "pass MINUTES=2.4 or more" in capsys.readouterr().err  # 120 s + a sixth of 144 s
+
+
+def test_a_longer_last_learner_life_is_a_smaller_share_of_learner_faults():
+    faults = fault_schedule(3600, seed=0, learner_share=0.5)
+    learner = [f.at_s for f in faults if f.kind != "actor"]
+    assert learner and max(learner) <= learner_faults_end_s(3600, 0.5) == 1800
+    assert memory_from_s(3600, 0.5) == 1920
+    assert max(f.at_s for f in faults if f.kind == "actor") > 3000  # actors still die to the end
