@@ -123,6 +123,15 @@ def wait_for(proc: subprocess.Popen, log: Path, pattern: str) -> str | None:
     return f"its output did not show /{pattern}/ within {STEP_TIMEOUT_S:.0f} s"
 
 
+def ctrl_c_reaches_children() -> None:
+    """Let the commands this process starts take Ctrl-C as under a terminal. A shell that starts a
+    job in the background without job control has it ignore SIGINT, every child inherits that,
+    and Python keeps it ignored: a command would then outlive its Ctrl-C. A handler of our own
+    is not inherited: children start with SIGINT's default action."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def stop(proc: subprocess.Popen) -> tuple[bool, int | None]:
     """Ctrl-C to the process group; (whether it stopped cleanly, its exit status)."""
     with contextlib.suppress(ProcessLookupError):
@@ -326,6 +335,7 @@ class PageRehearsal:
 def seed(out: Path) -> Path:
     """runs/default of a short `make train` (to its first update and episode, then Ctrl-C) in a
     checkout of its own: what each page's `here` starts with."""
+    ctrl_c_reaches_children()
     with netns.Network() as net:
         host = net.add_host("seed")
         checkout = copy_checkout(out / "seed")
@@ -352,6 +362,7 @@ def rehearse(page: str, out: Path, seed_run: Path,
     """`page`'s blocks in `out` (its checkouts, logs and steps.json); `report` hears of each
     line's outcome as it comes."""
     out.mkdir(parents=True, exist_ok=True)
+    ctrl_c_reaches_children()
     with netns.Network() as net:
         outcomes = PageRehearsal(page, out, net, seed_run, report).run()
     (out / "steps.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n")

@@ -204,16 +204,26 @@ class Rehearsal:
         if not busy and self.trackers and self.free_at < self.trackers[-1].t_start:
             self.free_at = now
         due = fire and self.pending and now - self.t0 >= self.pending[0].at_s
-        if due and not busy and now - self.free_at >= self.args.gap_s / 2 and self.ready(scrapes):
+        if (
+            due
+            and not busy
+            and now - self.free_at >= self.args.gap_s / 2
+            and self.ready(scrapes, now)
+        ):
             self.fire(self.pending.pop(0), now, scrapes)
         for name, code in self.cluster.unexpected_exits().items():
             self.crashes.append(f"{name} exited {code}")
             self.log("CRASH", process=name, status=code)
             self.cluster.procs.pop(name)
 
-    def ready(self, scrapes: watch.Scrapes) -> bool:
+    def ready(self, scrapes: watch.Scrapes, now: float) -> bool:
         """Every actor streams in its present life (a replacement host's have built their envs
-        and had a chunk received), so the next fault strikes actors that are at work."""
+        and had a chunk received), so the next fault strikes actors that are at work; and the
+        learner has served for `gap_s`: a learner just restarted works through every actor's
+        registration and held chunks, and its late reading of them would count as the fault's."""
+        started = scrapes.get("learner", {}).get("mario_learner_start_time_seconds", math.inf)
+        if now - started < self.args.gap_s:
+            return False
         for name in self.all_actors():
             m = scrapes.get(name, {})
             if m.get(watch.ACK_TS, 0.0) < m.get("process_start_time_seconds", math.inf):
