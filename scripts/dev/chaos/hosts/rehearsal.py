@@ -104,9 +104,12 @@ class Rehearsal:
             tracker = watch.Block(**base, max_lag=self.args.max_policy_lag)
             c.net.block(c.hosts["learner"], c.port + 1)
         elif fault.kind == "host_death":
-            tracker = watch.Death(**base, actor_timeout_s=self.args.actor_timeout_s)
-            self.scrapers.pop(fault.host).stop()
+            # timed from the kill itself; its scraper stops after (it may be mid-scrape for a
+            # second or two, which would otherwise count as the learner's)
+            base["t_start"] = time.time()
             c.kill_host(fault.host)
+            self.scrapers.pop(fault.host).stop()
+            tracker = watch.Death(**base, actor_timeout_s=self.args.actor_timeout_s)
         else:
             tracker = watch.Restart(**base)
             tracker.start(scrapes)

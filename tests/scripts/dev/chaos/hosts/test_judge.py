@@ -93,3 +93,16 @@ def test_an_actor_a_fault_struck_but_never_measured_fails_its_check():
     summary["faults"][0]["actors"] = ["actor-0", "actor-1", "actor-2"]  # actor-2: no figure
     failed = [name for name, ok in verdict(summary).items() if ok is False]
     assert failed == ["cut-off actors streaming again after the link returns, slowest, s"]
+
+
+def test_a_short_rehearsal_judges_that_a_dead_host_is_forgotten_not_how_soon():
+    short = copy.deepcopy(PASSING) | {"duration_s": 120.0, "actor_timeout_s": 4.0}
+    short["faults"][2]["forgotten_after_s"] = 7.1  # over 4 + 1 + 1 s, on a loaded box
+    assert verdict(short)["a dead host's actors and credits forgotten by the learner, slowest, s"]
+    short["faults"][2]["forgotten_after_s"] = math.inf  # never forgotten
+    failed = [name for name, ok in verdict(short).items() if ok is False]
+    assert failed == ["a dead host's actors and credits forgotten by the learner, slowest, s"]
+    short["faults"][2]["forgotten_after_s"] = None  # never measured
+    assert not verdict(short)[
+        "a dead host's actors and credits forgotten by the learner, slowest, s"
+    ]
