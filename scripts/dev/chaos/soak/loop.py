@@ -19,7 +19,13 @@ from scripts.dev.chaos.soak import measure
 from scripts.dev.chaos.soak.deployment import STARTSECS, Deployment, running_for
 from scripts.dev.chaos.soak.faults import MidwriteKill, MidwriteKiller, Restart
 from scripts.dev.chaos.soak.judge import percentile
-from scripts.dev.chaos.soak.schedule import Fault, learner_faults_end_s, memory_from_s, planned
+from scripts.dev.chaos.soak.schedule import (
+    Fault,
+    learner_faults_end_s,
+    memory_from_s,
+    planned,
+    settle_s,
+)
 
 RESUME_TIMEOUT_S = 60.0
 ACTOR_SCRAPE_S = 1.0  # and every tick while a learner restart is timed
@@ -118,6 +124,19 @@ class Soak:
         self.learner_crashed("crash", time.time(), version, procs)
         return True
 
+    def fire_due(self, pending: list[Fault], procs: dict, elapsed: float) -> None:
+        """Fire the first of `pending` once it is due and its target ready, and pop it. One held
+        back into the closing calm is dropped: the last seconds stay calm so that the last
+        faults' effects (a new actor life, a restart) are measured."""
+        if not pending or elapsed < pending[0].at_s or not procs:
+            return
+        if elapsed >= self.duration_s - settle_s(self.duration_s):
+            self.log("fault skipped: due in the closing calm", kind=pending.pop(0).kind)
+        elif self.fire(pending[0], procs):
+            pending.pop(0)
+        elif elapsed - pending[0].at_s > 120:
+            self.log("fault skipped: its target was never ready", kind=pending.pop(0).kind)
+
     def midwrite_done(self, kill: MidwriteKill | None, procs: dict) -> None:
         if kill is None:
             self.kills["midwrite_no_write"] += 1
@@ -186,12 +205,7 @@ class Soak:
                 while not self.midwrite.results.empty():
                     self.midwrite_done(self.midwrite.results.get(), procs)
                 elapsed = now - self.t0
-                if pending and elapsed >= pending[0].at_s and procs:
-                    if self.fire(pending[0], procs):
-                        pending.pop(0)
-                    elif elapsed - pending[0].at_s > 120:
-                        self.log("fault skipped: its target was never ready", kind=pending[0].kind)
-                        pending.pop(0)
+                self.fire_due(pending, procs, elapsed)
                 next_fault_s = pending[0].at_s - elapsed if pending else math.inf
                 settled = now - (self.watch.start or now) >= 10 and not self.timing_a_restart()
                 quiet = settled and next_fault_s >= measure.ROGUE_SETTLE_S + 1

@@ -55,3 +55,23 @@ def test_an_actor_that_exited_on_its_own_before_the_kill_is_skipped():
     soak = a_soak(["actor-0"])
     assert not soak.fire(Fault(0.0, "actor"), {"actor-0": running(gone.pid)})
     assert soak.kills["actor_kills"] == 0 and not soak.events
+
+
+def test_a_fault_held_back_into_the_closing_calm_is_dropped_not_fired():
+    """A 2-minute soak is calm from 100 s: an actor kill due at 60 s that could not strike
+    before then is dropped, so the last kill's new actor life is still seen."""
+    child = subprocess.Popen(["sleep", "600"])
+    try:
+        soak = a_soak(["actor-0"])
+        soak.duration_s = 120.0
+        pending = [Fault(60.0, "actor"), Fault(90.0, "actor")]
+        procs = {"actor-0": running(child.pid)}
+        soak.fire_due(pending, procs, elapsed=99.0)  # due, ready, before the calm: fired
+        assert child.wait(10) == -9 and soak.kills["actor_kills"] == 1
+        assert pending == [Fault(90.0, "actor")]
+        soak.fire_due(pending, procs, elapsed=100.5)  # held back to here: dropped
+        assert pending == [] and soak.kills["actor_kills"] == 1
+        assert soak.events[-1]["event"] == "fault skipped: due in the closing calm"
+    finally:
+        child.kill()
+        child.wait()
