@@ -131,19 +131,24 @@ def judge(s: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"check": name, **check._asdict()} for name, check in checks.items()]
 
 
+def _slope_shown(slope: float, se: float) -> str:
+    """A slope with its two standard errors, as the checks show it: "+0.72 ± 0.57"."""
+    return f"{slope:+.2f} ± {2 * se:.2f}"
+
+
 def memory_check(slope: float | None, se: float | None, target: str, judged: bool) -> Check:
     """Growth fails the check only where it is shown: the slope less two standard errors above
     the target. A learner's memory swings by ~150 MiB with each update's buffers, so 8 minutes
     resolve its slope to some ±4 MiB/min; a process that grows for good shows at any length."""
     if slope is None or se is None:
         return Check(None, target, False if judged else None)
-    shown = f"{slope:+.2f} ± {2 * se:.2f}"
+    shown = _slope_shown(slope, se)
     return Check(shown, target, slope - 2 * se < MEMORY_SLOPE_MIB_PER_MIN if judged else None)
 
 
 def heap_info(slope: float | None, se: float | None) -> Check:
     """The heap in use's slope, reported beside resident memory's, never judged."""
-    shown = None if slope is None or se is None else f"{slope:+.2f} ± {2 * se:.2f}"
+    shown = None if slope is None or se is None else _slope_shown(slope, se)
     return Check(shown, "info: flat where resident memory grows is the allocator's keeping", None)
 
 
